@@ -1,1 +1,24 @@
-//! placeholder
+//! The mpbond multipath core, sans-IO.
+//!
+//! Nothing here opens a socket, spawns a thread or reads a clock. Time and events go in,
+//! decisions come out, so the daemons, the simulator and the unit tests all run this one
+//! implementation of the parts of MPBond that matter:
+//!
+//! - [`conn`]: per-stream send and receive state, the session [`Sender`] that asks a scheduler
+//!   where each segment goes, and the [`Receiver`] that reassembles and acknowledges;
+//! - [`estimator`]: RTT and throughput of paths, and pipe feedback (MPBond §4.3.2);
+//! - [`scheduler`]: PAMS (MPBond §4.3) and the baselines minRTT, round-robin and SWTC;
+//! - [`path`]: the numbers a scheduler sees of each subflow.
+
+pub mod conn;
+pub mod estimator;
+pub mod path;
+pub mod ranges;
+pub mod scheduler;
+mod time;
+
+pub use conn::{Receiver, ReceiverConfig, Sender, SenderConfig, SenderEvent, Transmit};
+pub use estimator::{PathEstimator, PipeState, TcpSample};
+pub use path::{PathKind, PathView, PipeView};
+pub use scheduler::{by_name, Decision, PamsConfig, Recall, SchedContext, Scheduler};
+pub use time::Time;

@@ -48,6 +48,8 @@ pub const MAX_TICKET: usize = 256;
 pub const MAX_PIPE_NAME: usize = 32;
 /// Most bytes of a `CLOSE` reason text.
 pub const MAX_CLOSE_REASON: usize = 512;
+/// `DATA_ACK` flag: the receiver has seen the stream's FIN.
+pub const ACK_FLAG_FIN: u8 = 0x01;
 /// Size of a `STREAM_DATA` frame without its payload.
 pub const DATA_OVERHEAD: usize = HEADER_LEN + 4 + 8;
 
@@ -266,7 +268,7 @@ fn frame_name(k: u8) -> &'static str {
 }
 
 /// Parses a body; `Ok(None)` for an extension frame to be skipped.
-fn parse_body(k: u8, _flags: u8, body: Bytes) -> Result<Option<Frame>, DecodeError> {
+fn parse_body(k: u8, flags: u8, body: Bytes) -> Result<Option<Frame>, DecodeError> {
     use kind::*;
     let mut b = Body {
         buf: body,
@@ -421,6 +423,7 @@ fn parse_body(k: u8, _flags: u8, body: Bytes) -> Result<Option<Frame>, DecodeErr
                 cum_ack,
                 window_end,
                 sacks,
+                fin_received: flags & ACK_FLAG_FIN != 0,
             })
         }
         STREAM_FIN => Frame::StreamFin {
@@ -487,8 +490,12 @@ pub fn encode(frame: &Frame, out: &mut BytesMut) -> Result<(), EncodeError> {
 
 fn encode_inner(frame: &Frame, out: &mut BytesMut) -> Result<(), EncodeError> {
     let start = out.len();
+    let flags = match frame {
+        Frame::DataAck(a) if a.fin_received => ACK_FLAG_FIN,
+        _ => 0,
+    };
     out.put_u8(frame.kind());
-    out.put_u8(0);
+    out.put_u8(flags);
     out.put_u16(0); // length, patched below
     match frame {
         Frame::MpCapable {

@@ -129,6 +129,9 @@ pub struct DataAck {
     pub window_end: u64,
     /// Ranges above `cum_ack` that have also arrived.
     pub sacks: Sacks,
+    /// The receiver has seen the stream's `STREAM_FIN` (flags bit 0). With `cum_ack` equal to
+    /// the final size it tells the sender the stream is complete.
+    pub fin_received: bool,
 }
 
 /// Pipe state reported to the data sender (`PIPE_FEEDBACK`, MPBond §4.3.2 and §5).

@@ -9,7 +9,7 @@ mod frame;
 mod reason;
 
 pub use codec::{
-    decode, decode_slice, encode, encode_data_header, kind, DecodeError, EncodeError,
+    decode, decode_slice, encode, encode_data_header, kind, DecodeError, EncodeError, ACK_FLAG_FIN,
     DATA_OVERHEAD, MAX_CLOSE_REASON, MAX_PIPE_NAME, MAX_TICKET,
 };
 pub use frame::{

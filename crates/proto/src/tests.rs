@@ -41,8 +41,9 @@ fn data_ack_layout_matches_spec() {
         cum_ack: 10,
         window_end: 1000,
         sacks,
+        fin_received: true,
     });
-    let mut want = vec![0x13, 0, 0, 4 + 8 + 8 + 1 + 16];
+    let mut want = vec![0x13, 0x01, 0, 4 + 8 + 8 + 1 + 16]; // flags: FIN received
     want.extend_from_slice(&7u32.to_be_bytes());
     want.extend_from_slice(&10u64.to_be_bytes());
     want.extend_from_slice(&1000u64.to_be_bytes());
@@ -137,6 +138,7 @@ fn bad_values_are_refused_on_both_sides() {
         cum_ack: 10,
         window_end: 5,
         sacks: Sacks::new(),
+        fin_received: false,
     });
     let mut out = BytesMut::new();
     assert!(encode(&bad, &mut out).is_err());
@@ -274,14 +276,17 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
                 payload: p,
             }
         }),
-        (any::<u32>(), arb_sacks(), 0u64..1 << 40).prop_map(|(s, (cum, sacks), w)| {
-            Frame::DataAck(DataAck {
-                stream: StreamId(s),
-                cum_ack: cum,
-                window_end: cum + w,
-                sacks,
-            })
-        }),
+        (any::<u32>(), arb_sacks(), 0u64..1 << 40, any::<bool>()).prop_map(
+            |(s, (cum, sacks), w, fin)| {
+                Frame::DataAck(DataAck {
+                    stream: StreamId(s),
+                    cum_ack: cum,
+                    window_end: cum + w,
+                    sacks,
+                    fin_received: fin,
+                })
+            }
+        ),
         (any::<u32>(), any::<u64>()).prop_map(|(s, f)| Frame::StreamFin {
             stream: StreamId(s),
             final_size: f
@@ -378,9 +383,11 @@ proptest! {
         if let Ok(Some((f, used))) = decode_slice(&raw) {
             prop_assert!(used <= raw.len());
             if !matches!(f, Frame::Extension { .. }) {
-                // Flags are ignored on receipt and sent as zero; every other byte is canonical.
+                // Unknown flag bits are ignored on receipt and sent as zero; every other byte
+                // is canonical.
                 let re = enc(&f);
                 prop_assert_eq!(re[0], raw[0]);
+                prop_assert_eq!(re[1] & !raw[1], 0);
                 prop_assert_eq!(&re[2..], &raw[2..used]);
             }
         }

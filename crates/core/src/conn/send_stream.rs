@@ -1,0 +1,514 @@
+//! Sender-side state of one stream: its meta buffer, what each subflow carries, and the data
+//! to send again.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use mpbond_proto::{DataAck, SubflowId};
+
+use crate::conn::send_buffer::SendBuffer;
+use crate::ranges::RangeSet;
+
+/// A segment scheduled on a subflow and not yet acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct InFlight {
+    end: u64,
+    subflow: SubflowId,
+}
+
+/// Where the stream's end (`STREAM_FIN`) stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinState {
+    /// The application may still write.
+    Open,
+    /// The final size is known and no `STREAM_FIN` is in flight.
+    Pending,
+    /// A `STREAM_FIN` went out on this subflow.
+    Sent(SubflowId),
+    /// The receiver confirmed the final size.
+    Acked,
+}
+
+/// Errors from acknowledgement processing: the peer acknowledged something impossible.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AckError {
+    /// The ACK covers bytes that were never sent.
+    #[error("data ACK up to {acked} but only {sent} bytes were sent")]
+    BeyondSent {
+        /// Highest DSN acknowledged.
+        acked: u64,
+        /// Bytes sent so far.
+        sent: u64,
+    },
+}
+
+/// One stream's sender state.
+///
+/// The DSN space splits into: acknowledged (`..cum_ack`), scheduled (in flight on some subflow,
+/// or waiting in `retx` to be scheduled again), and new (`next_new..written`, the unscheduled
+/// part of the meta buffer, MPBond §4.3.3 footnote 3).
+#[derive(Debug)]
+pub struct SendStream {
+    buf: SendBuffer,
+    capacity: u64,
+    next_new: u64,
+    retx: RangeSet,
+    cum_ack: u64,
+    window_end: u64,
+    inflight: BTreeMap<u64, InFlight>,
+    final_size: Option<u64>,
+    fin: FinState,
+    chunk_ends: VecDeque<u64>,
+}
+
+impl SendStream {
+    /// A stream that buffers at most `capacity` unacknowledged bytes and may initially send
+    /// below `initial_window`.
+    pub fn new(capacity: u64, initial_window: u64) -> Self {
+        SendStream {
+            buf: SendBuffer::default(),
+            capacity,
+            next_new: 0,
+            retx: RangeSet::new(),
+            cum_ack: 0,
+            window_end: initial_window,
+            inflight: BTreeMap::new(),
+            final_size: None,
+            fin: FinState::Open,
+            chunk_ends: VecDeque::new(),
+        }
+    }
+
+    /// How many more bytes [`SendStream::write`] would accept now. Zero is backpressure: the
+    /// caller must stop reading from its source until ACKs free space.
+    pub fn writable(&self) -> u64 {
+        if self.fin != FinState::Open {
+            return 0;
+        }
+        self.capacity.saturating_sub(self.buf.len())
+    }
+
+    /// Appends application data. Returns the number of bytes taken (a prefix of `data`), which
+    /// is less than `data.len()` when the buffer is full.
+    pub fn write(&mut self, mut data: Bytes) -> usize {
+        let n = (self.writable() as usize).min(data.len());
+        data.truncate(n);
+        self.buf.push(data);
+        n
+    }
+
+    /// The application will write nothing more.
+    pub fn finish(&mut self) {
+        if self.fin == FinState::Open {
+            self.final_size = Some(self.buf.end());
+            self.fin = FinState::Pending;
+        }
+    }
+
+    /// Marks the end of an application chunk at `end` (MPBond §4.4, footnote 5). While a chunk
+    /// is open, GetUntransmittedSize() counts only its bytes.
+    pub fn mark_chunk_end(&mut self, end: u64) {
+        if self.chunk_ends.back().is_none_or(|&last| end > last) {
+            self.chunk_ends.push_back(end);
+        }
+    }
+
+    /// Total bytes written by the application.
+    pub fn written(&self) -> u64 {
+        self.buf.end()
+    }
+
+    /// Every byte below this has been acknowledged.
+    pub fn cum_ack(&self) -> u64 {
+        self.cum_ack
+    }
+
+    /// The peer's window end.
+    pub fn window_end(&self) -> u64 {
+        self.window_end
+    }
+
+    /// The final size, once the application finished.
+    pub fn final_size(&self) -> Option<u64> {
+        self.final_size
+    }
+
+    /// Where the FIN stands.
+    pub fn fin_state(&self) -> FinState {
+        self.fin
+    }
+
+    /// Bytes waiting to be scheduled again (reinjection or a dead subflow).
+    pub fn retx_len(&self) -> u64 {
+        self.retx.len()
+    }
+
+    /// Never-scheduled bytes (the meta buffer).
+    pub fn unscheduled_new(&self) -> u64 {
+        self.buf.end() - self.next_new
+    }
+
+    /// GetUntransmittedSize(): bytes still to schedule in the current chunk if one is marked,
+    /// else in the whole meta buffer, plus bytes waiting to be scheduled again.
+    pub fn untransmitted(&mut self) -> u64 {
+        while self.chunk_ends.front().is_some_and(|&e| e <= self.next_new) {
+            self.chunk_ends.pop_front();
+        }
+        let new = match self.chunk_ends.front() {
+            Some(&e) => e.min(self.buf.end()) - self.next_new,
+            None => self.unscheduled_new(),
+        };
+        new + self.retx.len()
+    }
+
+    /// True when a data segment could be scheduled now (the window permitting).
+    pub fn has_sendable_data(&self) -> bool {
+        !self.retx.is_empty() || (self.next_new < self.buf.end() && self.next_new < self.window_end)
+    }
+
+    /// True when only the FIN remains to be sent.
+    pub fn needs_bare_fin(&self) -> bool {
+        self.fin == FinState::Pending
+            && self.retx.is_empty()
+            && Some(self.next_new) == self.final_size
+    }
+
+    /// True when every byte and the FIN are acknowledged.
+    pub fn is_complete(&self) -> bool {
+        self.fin == FinState::Acked
+    }
+
+    /// The next segment to schedule, at most `max` bytes: data waiting to be sent again first
+    /// (it has the lowest DSNs and blocks the receiver), then new data inside the window.
+    /// Returns `(start, end, is_reinjection)` without committing; see [`SendStream::commit`].
+    pub fn peek_segment(&self, max: u64) -> Option<(u64, u64, bool)> {
+        if let Some((s, e)) = self.retx.first() {
+            return Some((s, e.min(s + max), true));
+        }
+        let limit = self.buf.end().min(self.window_end);
+        (self.next_new < limit).then(|| (self.next_new, limit.min(self.next_new + max), false))
+    }
+
+    /// Commits a segment returned by [`SendStream::peek_segment`] to `subflow` and returns its
+    /// bytes, plus the final size if this segment carries the stream's last byte.
+    pub fn commit(&mut self, start: u64, end: u64, subflow: SubflowId) -> (Bytes, Option<u64>) {
+        if self.retx.remove(start, end) == 0 {
+            debug_assert_eq!(start, self.next_new);
+            self.next_new = end;
+        }
+        self.inflight.insert(start, InFlight { end, subflow });
+        let payload = self.buf.slice(start, end).unwrap_or_default();
+        let fin = self.take_fin_if_last(end, subflow);
+        (payload, fin)
+    }
+
+    /// Commits a bare FIN to `subflow`.
+    pub fn commit_bare_fin(&mut self, subflow: SubflowId) -> Option<u64> {
+        let end = self.next_new;
+        self.take_fin_if_last(end, subflow)
+    }
+
+    fn take_fin_if_last(&mut self, end: u64, subflow: SubflowId) -> Option<u64> {
+        let last = self.final_size == Some(end) && self.retx.is_empty();
+        if last && self.fin == FinState::Pending {
+            self.fin = FinState::Sent(subflow);
+            self.final_size
+        } else {
+            None
+        }
+    }
+
+    /// Processes a data-level ACK. Returns how many in-flight bytes it acknowledged on each
+    /// subflow, so the caller can keep per-subflow counts.
+    pub fn on_ack(&mut self, ack: &DataAck) -> Result<Vec<(SubflowId, u64)>, AckError> {
+        let sent = self.next_new;
+        let highest = ack
+            .sacks
+            .as_slice()
+            .iter()
+            .map(|&(_, e)| e)
+            .fold(ack.cum_ack, u64::max);
+        if highest > sent {
+            return Err(AckError::BeyondSent {
+                acked: highest,
+                sent,
+            });
+        }
+        let mut freed = Vec::new();
+        if ack.cum_ack > self.cum_ack {
+            self.remove_inflight(0, ack.cum_ack, &mut freed);
+            self.retx.remove_below(ack.cum_ack);
+            self.cum_ack = ack.cum_ack;
+            self.buf.release_below(ack.cum_ack);
+        }
+        for &(s, e) in ack.sacks.as_slice() {
+            self.remove_inflight(s, e, &mut freed);
+            self.retx.remove(s, e);
+        }
+        self.window_end = self.window_end.max(ack.window_end);
+        if ack.fin_received && self.final_size == Some(self.cum_ack) {
+            self.fin = FinState::Acked;
+        }
+        Ok(freed)
+    }
+
+    /// Removes the parts of in-flight segments inside `start..end`, noting the bytes per
+    /// subflow.
+    fn remove_inflight(&mut self, start: u64, end: u64, freed: &mut Vec<(SubflowId, u64)>) {
+        // The segment that begins before `start` may overlap it.
+        let first = self
+            .inflight
+            .range(..start)
+            .next_back()
+            .filter(|(_, f)| f.end > start)
+            .map(|(&s, _)| s);
+        let keys: Vec<u64> = first
+            .into_iter()
+            .chain(self.inflight.range(start..end).map(|(&s, _)| s))
+            .collect();
+        for s in keys {
+            let Some(f) = self.inflight.remove(&s) else {
+                continue;
+            };
+            let cut_start = s.max(start);
+            let cut_end = f.end.min(end);
+            if s < cut_start {
+                self.inflight.insert(
+                    s,
+                    InFlight {
+                        end: cut_start,
+                        subflow: f.subflow,
+                    },
+                );
+            }
+            if cut_end < f.end {
+                self.inflight.insert(cut_end, f);
+            }
+            add(freed, f.subflow, cut_end - cut_start);
+        }
+    }
+
+    /// Bytes in flight on `subflow`.
+    pub fn outstanding_on(&self, subflow: SubflowId) -> u64 {
+        self.inflight
+            .iter()
+            .filter(|(_, f)| f.subflow == subflow)
+            .map(|(&s, f)| f.end - s)
+            .sum()
+    }
+
+    /// Takes back everything in flight on a dead subflow so it is scheduled again (MPBond §4.1,
+    /// "Error Handling"). Returns the bytes moved.
+    pub fn take_subflow(&mut self, subflow: SubflowId) -> u64 {
+        let dead: Vec<(u64, u64)> = self
+            .inflight
+            .iter()
+            .filter(|(_, f)| f.subflow == subflow)
+            .map(|(&s, f)| (s, f.end))
+            .collect();
+        let mut moved = 0;
+        for (s, e) in dead {
+            self.inflight.remove(&s);
+            self.retx.insert(s, e);
+            moved += e - s;
+        }
+        if self.fin == FinState::Sent(subflow) {
+            self.fin = FinState::Pending;
+        }
+        moved
+    }
+
+    /// Recalls up to `max` in-flight bytes of `subflow`, highest DSNs first, so they are
+    /// scheduled again (PAMS reinjection, MPBond §4.3.4). Returns the recalled ranges in
+    /// ascending order.
+    pub fn recall(&mut self, subflow: SubflowId, max: u64) -> Vec<(u64, u64)> {
+        let mut left = max;
+        let mut out = Vec::new();
+        let candidates: Vec<(u64, u64)> = self
+            .inflight
+            .iter()
+            .rev()
+            .filter(|(_, f)| f.subflow == subflow)
+            .map(|(&s, f)| (s, f.end))
+            .collect();
+        for (s, e) in candidates {
+            if left == 0 {
+                break;
+            }
+            let take_from = s.max(e - left.min(e - s));
+            self.inflight.remove(&s);
+            if take_from > s {
+                self.inflight.insert(
+                    s,
+                    InFlight {
+                        end: take_from,
+                        subflow,
+                    },
+                );
+            }
+            self.retx.insert(take_from, e);
+            left -= e - take_from;
+            out.push((take_from, e));
+        }
+        if !out.is_empty() && self.fin == FinState::Sent(subflow) {
+            self.fin = FinState::Pending;
+        }
+        out.reverse();
+        out
+    }
+}
+
+fn add(v: &mut Vec<(SubflowId, u64)>, id: SubflowId, n: u64) {
+    if n == 0 {
+        return;
+    }
+    match v.iter_mut().find(|(s, _)| *s == id) {
+        Some((_, c)) => *c += n,
+        None => v.push((id, n)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpbond_proto::{Sacks, StreamId};
+
+    fn ack(cum: u64, win: u64, sacks: &[(u64, u64)]) -> DataAck {
+        ack_fin(cum, win, sacks, false)
+    }
+
+    fn ack_fin(cum: u64, win: u64, sacks: &[(u64, u64)], fin: bool) -> DataAck {
+        let mut s = Sacks::new();
+        for &(a, b) in sacks {
+            s.push(a, b);
+        }
+        DataAck {
+            stream: StreamId(0),
+            cum_ack: cum,
+            window_end: win,
+            sacks: s,
+            fin_received: fin,
+        }
+    }
+
+    const A: SubflowId = SubflowId(0);
+    const B: SubflowId = SubflowId(1);
+
+    fn send(s: &mut SendStream, max: u64, sf: SubflowId) -> (u64, u64, bool) {
+        let (a, b, r) = s.peek_segment(max).unwrap();
+        s.commit(a, b, sf);
+        (a, b, r)
+    }
+
+    #[test]
+    fn write_respects_capacity_and_window() {
+        let mut s = SendStream::new(10, 6);
+        assert_eq!(s.write(Bytes::from_static(b"0123456789abc")), 10);
+        assert_eq!(s.writable(), 0);
+        assert_eq!(send(&mut s, 4, A), (0, 4, false));
+        assert_eq!(send(&mut s, 4, B), (4, 6, false), "window ends at 6");
+        assert!(s.peek_segment(4).is_none());
+        let freed = s.on_ack(&ack(4, 12, &[])).unwrap();
+        assert_eq!(freed, vec![(A, 4)]);
+        assert_eq!(s.writable(), 4);
+        assert_eq!(s.write(Bytes::from_static(b"defgh")), 4);
+        assert_eq!(send(&mut s, 100, A), (6, 12, false));
+    }
+
+    #[test]
+    fn ack_beyond_sent_is_an_error() {
+        let mut s = SendStream::new(100, 100);
+        s.write(Bytes::from_static(b"abc"));
+        send(&mut s, 2, A);
+        assert_eq!(
+            s.on_ack(&ack(3, 100, &[])),
+            Err(AckError::BeyondSent { acked: 3, sent: 2 })
+        );
+        assert!(s.on_ack(&ack(0, 100, &[(1, 9)])).is_err());
+    }
+
+    #[test]
+    fn sack_and_partial_cum_ack_split_segments() {
+        let mut s = SendStream::new(100, 100);
+        s.write(Bytes::from(vec![7u8; 30]));
+        send(&mut s, 10, A); // 0..10
+        send(&mut s, 10, B); // 10..20
+        send(&mut s, 10, A); // 20..30
+        let freed = s.on_ack(&ack(5, 100, &[(12, 25)])).unwrap();
+        assert_eq!(freed, vec![(A, 5 + 5), (B, 8)]);
+        assert_eq!(s.outstanding_on(A), 5 + 5);
+        assert_eq!(s.outstanding_on(B), 2);
+        // B dies: only its unacknowledged 10..12 comes back.
+        assert_eq!(s.take_subflow(B), 2);
+        assert_eq!(send(&mut s, 100, A), (10, 12, true));
+    }
+
+    #[test]
+    fn recall_takes_highest_dsns_first_and_splits() {
+        let mut s = SendStream::new(100, 100);
+        s.write(Bytes::from(vec![1u8; 40]));
+        send(&mut s, 10, A); // 0..10
+        send(&mut s, 10, B); // 10..20
+        send(&mut s, 10, A); // 20..30
+        send(&mut s, 10, B); // 30..40
+        assert_eq!(s.recall(B, 15), vec![(15, 20), (30, 40)]);
+        assert_eq!(s.outstanding_on(B), 5);
+        assert_eq!(s.retx_len(), 15);
+        assert_eq!(s.untransmitted(), 15);
+        // Recalled data goes out before anything new, lowest first.
+        assert_eq!(send(&mut s, 100, A), (15, 20, true));
+        assert_eq!(send(&mut s, 100, A), (30, 40, true));
+        assert!(s.peek_segment(100).is_none());
+        assert_eq!(s.recall(A, 0), vec![]);
+    }
+
+    #[test]
+    fn fin_rides_last_segment_and_is_resent_after_subflow_death() {
+        let mut s = SendStream::new(100, 100);
+        s.write(Bytes::from_static(b"xyz"));
+        s.finish();
+        assert_eq!(s.writable(), 0);
+        let (a, b, _) = s.peek_segment(10).unwrap();
+        let (payload, fin) = s.commit(a, b, B);
+        assert_eq!((&payload[..], fin), (&b"xyz"[..], Some(3)));
+        assert_eq!(s.fin_state(), FinState::Sent(B));
+        s.take_subflow(B);
+        assert_eq!(s.fin_state(), FinState::Pending);
+        let (a, b, r) = s.peek_segment(10).unwrap();
+        assert!(r);
+        assert_eq!(s.commit(a, b, A).1, Some(3));
+        s.on_ack(&ack(3, 100, &[])).unwrap();
+        assert!(!s.is_complete(), "FIN not yet confirmed");
+        s.on_ack(&ack_fin(3, 100, &[], true)).unwrap();
+        assert!(s.is_complete());
+    }
+
+    #[test]
+    fn bare_fin_when_finished_after_everything_was_sent() {
+        let mut s = SendStream::new(100, 100);
+        s.write(Bytes::from_static(b"ab"));
+        send(&mut s, 10, A);
+        s.finish();
+        assert!(!s.has_sendable_data());
+        assert!(s.needs_bare_fin());
+        assert_eq!(s.commit_bare_fin(B), Some(2));
+        assert!(!s.needs_bare_fin());
+    }
+
+    #[test]
+    fn chunk_limits_untransmitted() {
+        let mut s = SendStream::new(1000, 1000);
+        s.write(Bytes::from(vec![0u8; 1000]));
+        s.mark_chunk_end(300);
+        s.mark_chunk_end(200); // not after the last mark: ignored
+        assert_eq!(s.untransmitted(), 300);
+        send(&mut s, 100, A);
+        assert_eq!(s.untransmitted(), 200);
+        send(&mut s, 200, A);
+        assert_eq!(
+            s.untransmitted(),
+            700,
+            "chunk done: whole meta buffer again"
+        );
+    }
+}

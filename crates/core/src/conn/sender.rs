@@ -1,0 +1,492 @@
+//! The data sender of a session: many streams over many subflows, one scheduler.
+//!
+//! Sans-IO: the owner tells it what the application wrote, which subflows exist, what ACKs
+//! arrived, and the state of each subflow as [`PathView`]s; it answers with [`Transmit`]s (a
+//! segment for a subflow) and [`SenderEvent`]s (frames the owner should send). The proxy runs
+//! one for downlink, the primary one for uplink, and the simulator runs the same code.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+use mpbond_proto::{DataAck, StreamId, SubflowId, DATA_OVERHEAD, MAX_PAYLOAD};
+
+use crate::conn::send_stream::{AckError, FinState, SendStream};
+use crate::path::{PathKind, PathView};
+use crate::scheduler::{Decision, Recall, SchedContext, Scheduler};
+use crate::Time;
+
+/// Settings of a [`Sender`].
+#[derive(Clone, Debug)]
+pub struct SenderConfig {
+    /// Largest segment (one `STREAM_DATA` payload), at most [`MAX_PAYLOAD`].
+    pub max_segment: usize,
+    /// Unacknowledged bytes buffered per stream before [`Sender::write`] pushes back.
+    pub stream_capacity: u64,
+    /// Window assumed for a new stream until its first ACK.
+    pub initial_window: u64,
+    /// Most open streams.
+    pub max_streams: usize,
+    /// Ask helpers to drop recalled bytes (`DATA_CANCEL`) instead of sending them anyway.
+    pub cancel_recalled: bool,
+    /// Clamp a helper's reported buffer B_p to the bytes the subflow still has outstanding
+    /// (minus B_s). Feedback is up to one HS-Path delay old and still counts bytes that were
+    /// since acknowledged or recalled; the clamp removes that error.
+    pub clamp_helper_buffer: bool,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        SenderConfig {
+            max_segment: MAX_PAYLOAD,
+            stream_capacity: 16 << 20,
+            initial_window: 16 << 20,
+            max_streams: 4096,
+            cancel_recalled: true,
+            clamp_helper_buffer: true,
+        }
+    }
+}
+
+/// A segment to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// On this subflow.
+    pub subflow: SubflowId,
+    /// Of this stream.
+    pub stream: StreamId,
+    /// DSN of the first byte.
+    pub dsn: u64,
+    /// The bytes; empty for a bare FIN.
+    pub payload: Bytes,
+    /// `Some(final size)` when a `STREAM_FIN` must follow the data on the same subflow.
+    pub fin: Option<u64>,
+    /// True when these bytes were scheduled before (reinjection or a dead subflow).
+    pub reinjected: bool,
+}
+
+/// A frame the owner should send that is not stream data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SenderEvent {
+    /// Send `DATA_CANCEL` for `start..end` to the helper on `subflow`.
+    Cancel {
+        /// The helper subflow.
+        subflow: SubflowId,
+        /// The stream.
+        stream: StreamId,
+        /// First recalled DSN.
+        start: u64,
+        /// One past the last.
+        end: u64,
+    },
+}
+
+/// Errors the owner must act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The stream id is in use.
+    #[error("stream {0} already exists")]
+    StreamExists(StreamId),
+    /// No such stream.
+    #[error("unknown stream {0}")]
+    UnknownStream(StreamId),
+    /// The stream cap was hit.
+    #[error("too many streams (limit {0})")]
+    TooManyStreams(usize),
+    /// The stream was finished; no more writes.
+    #[error("stream {0} is finished")]
+    Finished(StreamId),
+    /// The peer acknowledged bytes never sent.
+    #[error("stream {stream}: {source}")]
+    BadAck {
+        /// The stream.
+        stream: StreamId,
+        /// What was wrong.
+        source: AckError,
+    },
+}
+
+/// Counters for reports and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// Payload bytes scheduled for the first time.
+    pub new_bytes: u64,
+    /// Payload bytes scheduled again.
+    pub reinjected_bytes: u64,
+    /// PAMS recalls performed.
+    pub recalls: u64,
+    /// Bytes recalled by PAMS.
+    pub recalled_bytes: u64,
+    /// Bytes taken back from dead subflows.
+    pub rescued_bytes: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct SubflowAcct {
+    outstanding: u64,
+    kind: Option<PathKind>,
+}
+
+/// The multipath data sender of one session.
+#[derive(Debug)]
+pub struct Sender {
+    cfg: SenderConfig,
+    scheduler: Box<dyn Scheduler>,
+    streams: BTreeMap<StreamId, SendStream>,
+    /// Streams that may have something to send, in round-robin order.
+    active: VecDeque<StreamId>,
+    subflows: BTreeMap<SubflowId, SubflowAcct>,
+    events: VecDeque<SenderEvent>,
+    stats: SenderStats,
+}
+
+impl Sender {
+    /// A sender using `scheduler`.
+    pub fn new(scheduler: Box<dyn Scheduler>, mut cfg: SenderConfig) -> Self {
+        cfg.max_segment = cfg.max_segment.clamp(1, MAX_PAYLOAD);
+        Sender {
+            cfg,
+            scheduler,
+            streams: BTreeMap::new(),
+            active: VecDeque::new(),
+            subflows: BTreeMap::new(),
+            events: VecDeque::new(),
+            stats: SenderStats::default(),
+        }
+    }
+
+    /// The scheduler's name.
+    pub fn scheduler_name(&self) -> &'static str {
+        self.scheduler.name()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SenderStats {
+        self.stats
+    }
+
+    /// Opens a stream.
+    pub fn open_stream(&mut self, id: StreamId) -> Result<(), SendError> {
+        if self.streams.contains_key(&id) {
+            return Err(SendError::StreamExists(id));
+        }
+        if self.streams.len() >= self.cfg.max_streams {
+            return Err(SendError::TooManyStreams(self.cfg.max_streams));
+        }
+        self.streams.insert(
+            id,
+            SendStream::new(self.cfg.stream_capacity, self.cfg.initial_window),
+        );
+        Ok(())
+    }
+
+    /// Forgets a stream (after completion or a reset). In-flight accounting is released.
+    pub fn close_stream(&mut self, id: StreamId) {
+        if let Some(mut s) = self.streams.remove(&id) {
+            for (sf, acct) in self.subflows.iter_mut() {
+                acct.outstanding = acct.outstanding.saturating_sub(s.take_subflow(*sf));
+            }
+        }
+        self.active.retain(|s| *s != id);
+    }
+
+    /// Appends application data; returns how much was taken (less than `data.len()` under
+    /// backpressure).
+    pub fn write(&mut self, id: StreamId, data: Bytes) -> Result<usize, SendError> {
+        let s = self
+            .streams
+            .get_mut(&id)
+            .ok_or(SendError::UnknownStream(id))?;
+        if s.fin_state() != FinState::Open {
+            return Err(SendError::Finished(id));
+        }
+        let n = s.write(data);
+        if n > 0 {
+            self.activate(id);
+        }
+        Ok(n)
+    }
+
+    /// How many bytes [`Sender::write`] would take now.
+    pub fn writable(&self, id: StreamId) -> u64 {
+        self.streams.get(&id).map_or(0, |s| s.writable())
+    }
+
+    /// The application finished writing.
+    pub fn finish(&mut self, id: StreamId) -> Result<(), SendError> {
+        let s = self
+            .streams
+            .get_mut(&id)
+            .ok_or(SendError::UnknownStream(id))?;
+        s.finish();
+        self.activate(id);
+        Ok(())
+    }
+
+    /// Marks an application chunk boundary (MPBond §4.4, footnote 5).
+    pub fn mark_chunk_end(&mut self, id: StreamId, end: u64) -> Result<(), SendError> {
+        let s = self
+            .streams
+            .get_mut(&id)
+            .ok_or(SendError::UnknownStream(id))?;
+        s.mark_chunk_end(end);
+        Ok(())
+    }
+
+    /// Read access to a stream's state.
+    pub fn stream(&self, id: StreamId) -> Option<&SendStream> {
+        self.streams.get(&id)
+    }
+
+    /// True when the stream's bytes and FIN are all acknowledged.
+    pub fn is_complete(&self, id: StreamId) -> bool {
+        self.streams.get(&id).is_some_and(|s| s.is_complete())
+    }
+
+    /// Number of open streams.
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Registers a subflow. Views of unknown subflows are registered on first sight, so this
+    /// is optional, but it lets a new subflow be counted before its first view.
+    pub fn add_subflow(&mut self, id: SubflowId, kind: PathKind) {
+        self.subflows.entry(id).or_default().kind = Some(kind);
+    }
+
+    /// A subflow died (its HS-Path, its pipe, or the PS-Path failed): every byte in flight on it
+    /// is scheduled again on the others (MPBond §4.1, "Error Handling"). Returns the bytes
+    /// taken back.
+    pub fn remove_subflow(&mut self, id: SubflowId) -> u64 {
+        self.subflows.remove(&id);
+        let mut moved = 0;
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        for sid in ids {
+            let n = self.streams.get_mut(&sid).map_or(0, |s| s.take_subflow(id));
+            let fin_back = self.streams.get(&sid).is_some_and(|s| s.needs_bare_fin());
+            if n > 0 || fin_back {
+                moved += n;
+                self.activate(sid);
+            }
+        }
+        self.stats.rescued_bytes += moved;
+        moved
+    }
+
+    /// Payload bytes scheduled on `id` and not acknowledged.
+    pub fn outstanding(&self, id: SubflowId) -> u64 {
+        self.subflows.get(&id).map_or(0, |a| a.outstanding)
+    }
+
+    /// Processes a data-level ACK. ACKs for unknown (closed) streams are ignored.
+    pub fn on_ack(&mut self, ack: &DataAck) -> Result<(), SendError> {
+        let Some(s) = self.streams.get_mut(&ack.stream) else {
+            return Ok(());
+        };
+        let was_sendable = s.has_sendable_data();
+        let freed = s.on_ack(ack).map_err(|source| SendError::BadAck {
+            stream: ack.stream,
+            source,
+        })?;
+        let now_sendable = s.has_sendable_data();
+        for (sf, n) in freed {
+            if let Some(a) = self.subflows.get_mut(&sf) {
+                a.outstanding = a.outstanding.saturating_sub(n);
+            }
+        }
+        if now_sendable && !was_sendable {
+            self.activate(ack.stream);
+        }
+        Ok(())
+    }
+
+    /// The next frame to send that is not stream data.
+    pub fn poll_event(&mut self) -> Option<SenderEvent> {
+        self.events.pop_front()
+    }
+
+    /// True when no stream has data waiting to be scheduled (window-blocked data counts as
+    /// waiting).
+    pub fn all_scheduled(&self) -> bool {
+        self.streams
+            .values()
+            .all(|s| s.unscheduled_new() == 0 && s.retx_len() == 0)
+    }
+
+    fn activate(&mut self, id: StreamId) {
+        if !self.active.contains(&id) {
+            self.active.push_back(id);
+        }
+    }
+
+    /// Fills in what the sender knows about each subflow (`outstanding`) and applies the
+    /// helper-buffer clamp.
+    fn prepare(&mut self, views: &mut [PathView]) {
+        for v in views.iter_mut() {
+            let acct = self.subflows.entry(v.id).or_default();
+            acct.kind.get_or_insert(v.kind);
+            v.outstanding = acct.outstanding;
+            if self.cfg.clamp_helper_buffer {
+                if let Some(pipe) = v.pipe.as_mut() {
+                    let room = v.outstanding.saturating_sub(v.queued);
+                    pipe.buffered = pipe.buffered.min(room);
+                }
+            }
+        }
+    }
+
+    /// Asks for the next segment. `views` must describe every live subflow; the owner sends
+    /// the returned segment, refreshes the views (at least `idle`, `queued`, `inflight`) and
+    /// calls again until it gets `None`. It also calls again whenever a subflow becomes idle,
+    /// an ACK arrives or feedback changes, since a deferred decision may then change.
+    ///
+    /// When nothing is left unscheduled, this is also where PAMS reinjection runs.
+    pub fn poll_transmit(&mut self, now: Time, views: &mut [PathView]) -> Option<Transmit> {
+        if !views.iter().any(|v| v.idle) {
+            return None;
+        }
+        self.prepare(views);
+        if let Some(t) = self.try_schedule(now, views) {
+            return Some(t);
+        }
+        if !self.all_scheduled() {
+            return None;
+        }
+        let ctx = SchedContext {
+            now,
+            untransmitted: 0,
+            segment: self.cfg.max_segment as u64,
+        };
+        let recall = self.scheduler.reinjection(&ctx, views)?;
+        if self.recall(recall) == 0 {
+            return None;
+        }
+        self.prepare(views);
+        self.try_schedule(now, views)
+    }
+
+    /// Round-robin over active streams; the first one the scheduler does not defer wins.
+    fn try_schedule(&mut self, now: Time, views: &mut [PathView]) -> Option<Transmit> {
+        for _ in 0..self.active.len() {
+            let sid = *self.active.front()?;
+            let Some(stream) = self.streams.get_mut(&sid) else {
+                self.active.pop_front();
+                continue;
+            };
+            if !stream.has_sendable_data() {
+                if stream.needs_bare_fin() {
+                    if let Some(i) = idle_with_min_rtt(views) {
+                        let fin = stream.commit_bare_fin(views[i].id);
+                        self.active.pop_front();
+                        return Some(Transmit {
+                            subflow: views[i].id,
+                            stream: sid,
+                            dsn: fin.unwrap_or(0),
+                            payload: Bytes::new(),
+                            fin,
+                            reinjected: false,
+                        });
+                    }
+                    self.active.rotate_left(1);
+                } else {
+                    self.active.pop_front();
+                }
+                continue;
+            }
+            let Some((start, end, reinjected)) = stream.peek_segment(self.cfg.max_segment as u64)
+            else {
+                self.active.rotate_left(1);
+                continue;
+            };
+            let ctx = SchedContext {
+                now,
+                untransmitted: stream.untransmitted(),
+                segment: end - start,
+            };
+            let pick = match self.scheduler.select(&ctx, views) {
+                Decision::Send(id) => views.iter().position(|v| v.id == id),
+                Decision::Defer => None,
+            };
+            let Some(i) = pick else {
+                self.active.rotate_left(1);
+                continue;
+            };
+            let subflow = views[i].id;
+            let (payload, fin) = stream.commit(start, end, subflow);
+            let len = end - start;
+            if reinjected {
+                self.stats.reinjected_bytes += len;
+            } else {
+                self.stats.new_bytes += len;
+            }
+            self.subflows.entry(subflow).or_default().outstanding += len;
+            self.scheduler.on_scheduled(now, &views[i], len);
+            let v = &mut views[i];
+            v.outstanding += len;
+            v.queued += len + DATA_OVERHEAD as u64;
+            self.active.rotate_left(1);
+            return Some(Transmit {
+                subflow,
+                stream: sid,
+                dsn: start,
+                payload,
+                fin,
+                reinjected,
+            });
+        }
+        None
+    }
+
+    /// Carries out a PAMS recall: highest DSNs first, across streams from the highest id.
+    fn recall(&mut self, r: Recall) -> u64 {
+        let mut left = r.bytes;
+        let helper = self
+            .subflows
+            .get(&r.from)
+            .and_then(|a| a.kind)
+            .is_some_and(|k| k == PathKind::Helper);
+        let ids: Vec<StreamId> = self.streams.keys().rev().copied().collect();
+        let mut total = 0;
+        for sid in ids {
+            if left == 0 {
+                break;
+            }
+            let Some(s) = self.streams.get_mut(&sid) else {
+                continue;
+            };
+            let ranges = s.recall(r.from, left);
+            if ranges.is_empty() {
+                continue;
+            }
+            for &(a, b) in &ranges {
+                left -= b - a;
+                total += b - a;
+                if helper && self.cfg.cancel_recalled {
+                    self.events.push_back(SenderEvent::Cancel {
+                        subflow: r.from,
+                        stream: sid,
+                        start: a,
+                        end: b,
+                    });
+                }
+            }
+            self.activate(sid);
+        }
+        if let Some(a) = self.subflows.get_mut(&r.from) {
+            a.outstanding = a.outstanding.saturating_sub(total);
+        }
+        if total > 0 {
+            self.stats.recalls += 1;
+            self.stats.recalled_bytes += total;
+        }
+        total
+    }
+}
+
+fn idle_with_min_rtt(views: &[PathView]) -> Option<usize> {
+    views
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.idle)
+        .min_by(|a, b| a.1.rtt.total_cmp(&b.1.rtt))
+        .map(|(i, _)| i)
+}

@@ -1,0 +1,381 @@
+//! Sender and receiver together over a toy network that reorders, duplicates and loses
+//! subflows: the application must get every byte exactly once, in order.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use mpbond_proto::{DataAck, StreamId, SubflowId};
+use proptest::prelude::*;
+
+use super::*;
+use crate::path::{PathKind, PathView};
+use crate::scheduler::{Decision, Recall, SchedContext, Scheduler};
+use crate::Time;
+
+/// Deterministic xorshift RNG.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+}
+
+/// A scheduler that picks, defers and recalls at random: the sender must stay correct
+/// whatever the scheduler decides.
+#[derive(Debug)]
+struct Chaos(Rng);
+
+impl Scheduler for Chaos {
+    fn name(&self) -> &'static str {
+        "chaos"
+    }
+    fn select(&mut self, _ctx: &SchedContext, paths: &[PathView]) -> Decision {
+        if self.0.chance(10) {
+            return Decision::Defer;
+        }
+        let idle: Vec<_> = paths.iter().filter(|p| p.idle).collect();
+        let p = idle[self.0.below(idle.len() as u64) as usize];
+        Decision::Send(p.id)
+    }
+    fn reinjection(&mut self, _ctx: &SchedContext, paths: &[PathView]) -> Option<Recall> {
+        if paths.is_empty() || !self.0.chance(30) {
+            return None;
+        }
+        let p = &paths[self.0.below(paths.len() as u64) as usize];
+        Some(Recall {
+            from: p.id,
+            bytes: self.0.below(50_000),
+        })
+    }
+}
+
+struct Link {
+    id: SubflowId,
+    queue: VecDeque<Transmit>,
+}
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut r = Rng(seed | 1);
+    (0..len).map(|_| r.next() as u8).collect()
+}
+
+/// Runs one randomized transfer of `sizes.len()` streams and returns what each app read, with
+/// the sender's counters and the receiver's duplicate bytes.
+fn run(seed: u64, sizes: &[usize]) -> (Vec<Vec<u8>>, SenderStats, u64) {
+    let mut rng = Rng(seed | 1);
+    let mut tx = Sender::new(
+        Box::new(Chaos(Rng(seed.rotate_left(17) | 1))),
+        SenderConfig {
+            max_segment: 1 + rng.below(3000) as usize,
+            stream_capacity: 64 << 10,
+            initial_window: 32 << 10,
+            ..SenderConfig::default()
+        },
+    );
+    let mut rx = Receiver::new(ReceiverConfig {
+        stream_window: 32 << 10,
+        ack_every: 1 + rng.below(20_000),
+        ..ReceiverConfig::default()
+    });
+    let data: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| pattern(n, seed ^ i as u64))
+        .collect();
+    let ids: Vec<StreamId> = (0..sizes.len() as u32).map(StreamId).collect();
+    let mut written = vec![0usize; sizes.len()];
+    let mut got: Vec<Vec<u8>> = vec![Vec::new(); sizes.len()];
+    for &id in &ids {
+        tx.open_stream(id).unwrap();
+        rx.open_stream(id).unwrap();
+    }
+    let mut links: Vec<Link> = (0..3)
+        .map(|i| Link {
+            id: SubflowId(i),
+            queue: VecDeque::new(),
+        })
+        .collect();
+    let mut next_sf = 3u8;
+    let mut acks: VecDeque<DataAck> = VecDeque::new();
+    let mut now = Time::ZERO;
+    for step in 0..200_000u32 {
+        now += std::time::Duration::from_micros(100);
+        let calm = step > 20_000; // no more chaos: let it finish
+                                  // The application writes.
+        for (i, &id) in ids.iter().enumerate() {
+            if written[i] < data[i].len() && rng.chance(50) {
+                let n = (1 + rng.below(5000) as usize).min(data[i].len() - written[i]);
+                let took = tx
+                    .write(
+                        id,
+                        Bytes::copy_from_slice(&data[i][written[i]..written[i] + n]),
+                    )
+                    .unwrap();
+                written[i] += took;
+                if written[i] == data[i].len() {
+                    tx.finish(id).unwrap();
+                }
+            }
+        }
+        // The sender fills idle links.
+        let mut views: Vec<PathView> = links
+            .iter()
+            .map(|l| {
+                let mut v = PathView::new(l.id, PathKind::Direct);
+                v.idle = l.queue.len() < 4;
+                v.rtt = 0.01;
+                v.throughput = 1e6;
+                v
+            })
+            .collect();
+        while let Some(t) = tx.poll_transmit(now, &mut views) {
+            let l = links.iter_mut().find(|l| l.id == t.subflow).unwrap();
+            l.queue.push_back(t);
+            for (v, l) in views.iter_mut().zip(&links) {
+                v.idle = l.queue.len() < 4;
+            }
+        }
+        while tx.poll_event().is_some() {}
+        // The network delivers, sometimes twice.
+        for _ in 0..2 {
+            if links.is_empty() {
+                break;
+            }
+            let k = rng.below(links.len() as u64) as usize;
+            let dup = !calm && rng.chance(5);
+            let t = if dup {
+                links[k].queue.front().cloned()
+            } else {
+                links[k].queue.pop_front()
+            };
+            if let Some(t) = t {
+                if !t.payload.is_empty() {
+                    rx.on_data(now, t.stream, t.dsn, t.payload.clone()).unwrap();
+                }
+                if let Some(f) = t.fin {
+                    rx.on_fin(t.stream, f).unwrap();
+                }
+            }
+        }
+        // A subflow dies now and then; a new one joins.
+        if !calm && rng.chance(1) && links.len() > 1 {
+            let k = rng.below(links.len() as u64) as usize;
+            let dead = links.remove(k);
+            tx.remove_subflow(dead.id);
+            links.push(Link {
+                id: SubflowId(next_sf),
+                queue: VecDeque::new(),
+            });
+            next_sf = next_sf.wrapping_add(1);
+        }
+        // The app reads slowly at times, and ACKs travel with random delay and reordering.
+        for (i, &id) in ids.iter().enumerate() {
+            if calm || rng.chance(70) {
+                while let Some(b) = rx.read(id, 1 + rng.below(8000) as usize) {
+                    got[i].extend_from_slice(&b);
+                }
+            }
+        }
+        while let Some(a) = rx.poll_ack(now) {
+            acks.push_back(a);
+        }
+        if !acks.is_empty() && (calm || rng.chance(60)) {
+            let k = if calm {
+                0
+            } else {
+                rng.below(acks.len() as u64) as usize
+            };
+            if let Some(a) = acks.remove(k) {
+                tx.on_ack(&a).unwrap();
+            }
+        }
+        if ids.iter().all(|&id| tx.is_complete(id))
+            && ids
+                .iter()
+                .all(|&id| rx.stream(id).is_some_and(|s| s.is_finished()))
+        {
+            let mut dups = 0;
+            for id in &ids {
+                assert_eq!(
+                    tx.stream(*id).unwrap().cum_ack(),
+                    sizes[id.0 as usize] as u64
+                );
+                dups += rx.stream(*id).unwrap().duplicate_bytes();
+            }
+            return (got, tx.stats(), dups);
+        }
+    }
+    panic!(
+        "transfer did not complete: got {:?} of {:?}",
+        got.iter().map(|g| g.len()).collect::<Vec<_>>(),
+        sizes
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Random scheduling, recalls, duplicated frames, reordered ACKs and dying subflows: every
+    /// stream arrives intact and exactly once.
+    #[test]
+    fn nothing_lost_or_duplicated(seed in any::<u64>(), sizes in proptest::collection::vec(0usize..150_000, 1..4)) {
+        let (got, _, _) = run(seed, &sizes);
+        for (i, g) in got.iter().enumerate() {
+            prop_assert_eq!(g.len(), sizes[i]);
+            prop_assert!(g == &pattern(sizes[i], seed ^ i as u64));
+        }
+    }
+}
+
+/// The randomized runs really exercise recalls, dead subflows and duplicates.
+#[test]
+fn chaos_covers_recall_death_and_duplicates() {
+    let mut total = SenderStats::default();
+    let mut dups = 0;
+    for seed in 1..=8u64 {
+        let (got, st, d) = run(seed * 7919, &[200_000, 50_000]);
+        assert_eq!(got[0], pattern(200_000, seed * 7919));
+        total.recalls += st.recalls;
+        total.rescued_bytes += st.rescued_bytes;
+        total.reinjected_bytes += st.reinjected_bytes;
+        dups += d;
+    }
+    assert!(total.recalls > 0, "{total:?}");
+    assert!(total.rescued_bytes > 0, "{total:?}");
+    assert!(total.reinjected_bytes > 0, "{total:?}");
+    assert!(dups > 0);
+}
+
+#[test]
+fn dead_subflow_data_is_rescued_exactly_once() {
+    let mut tx = Sender::new(
+        Box::new(crate::scheduler::RoundRobin::default()),
+        SenderConfig {
+            max_segment: 1000,
+            ..SenderConfig::default()
+        },
+    );
+    let mut rx = Receiver::new(ReceiverConfig::default());
+    let s = StreamId(1);
+    tx.open_stream(s).unwrap();
+    rx.open_stream(s).unwrap();
+    let data = pattern(10_000, 7);
+    tx.write(s, Bytes::copy_from_slice(&data)).unwrap();
+    tx.finish(s).unwrap();
+    let mut views = vec![
+        PathView::new(SubflowId(0), PathKind::Direct),
+        PathView::new(SubflowId(1), PathKind::Helper),
+    ];
+    let mut sent = Vec::new();
+    while let Some(t) = tx.poll_transmit(Time::ZERO, &mut views) {
+        sent.push(t);
+    }
+    assert_eq!(sent.len(), 10);
+    assert_eq!(tx.outstanding(SubflowId(1)), 5000);
+    // Subflow 1 delivers one segment, then dies with four in flight.
+    let (on1, on0): (Vec<_>, Vec<_>) = sent.into_iter().partition(|t| t.subflow == SubflowId(1));
+    for t in on0.iter().chain(on1.iter().take(1)) {
+        rx.on_data(Time::ZERO, s, t.dsn, t.payload.clone()).unwrap();
+        if let Some(f) = t.fin {
+            rx.on_fin(s, f).unwrap();
+        }
+    }
+    tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
+    assert_eq!(tx.outstanding(SubflowId(1)), 4000);
+    assert_eq!(tx.remove_subflow(SubflowId(1)), 4000);
+    let mut views = vec![PathView::new(SubflowId(0), PathKind::Direct)];
+    let mut resent = 0;
+    while let Some(t) = tx.poll_transmit(Time::ZERO, &mut views) {
+        assert!(t.reinjected);
+        resent += t.payload.len();
+        rx.on_data(Time::ZERO, s, t.dsn, t.payload.clone()).unwrap();
+        if let Some(f) = t.fin {
+            rx.on_fin(s, f).unwrap();
+        }
+    }
+    assert_eq!(resent, 4000);
+    // The dead subflow's late copies (if they ever came) would be dropped as duplicates.
+    rx.on_data(Time::ZERO, s, on1[1].dsn, on1[1].payload.clone())
+        .unwrap();
+    assert_eq!(rx.stream(s).unwrap().duplicate_bytes(), 1000);
+    let mut got = Vec::new();
+    while let Some(b) = rx.read(s, 4096) {
+        got.extend_from_slice(&b);
+    }
+    assert_eq!(got, data);
+    tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
+    assert!(tx.is_complete(s));
+    assert_eq!(tx.stats().rescued_bytes, 4000);
+}
+
+#[test]
+fn pams_recall_emits_cancels_for_helper_and_reschedules() {
+    use crate::path::PipeView;
+    let mut tx = Sender::new(
+        Box::new(crate::scheduler::Pams::default()),
+        SenderConfig {
+            max_segment: 10_000,
+            ..SenderConfig::default()
+        },
+    );
+    let s = StreamId(0);
+    tx.open_stream(s).unwrap();
+    tx.write(s, Bytes::from(vec![0u8; 400_000])).unwrap();
+    let mut ps = PathView::new(SubflowId(0), PathKind::Direct);
+    ps.rtt = 0.05;
+    ps.throughput = 1e6;
+    ps.idle = false;
+    let mut hs = PathView::new(SubflowId(1), PathKind::Helper);
+    hs.rtt = 0.05;
+    hs.throughput = 1.25e6;
+    // All 400 kB go to the only idle subflow, the helper.
+    let mut views = vec![ps, hs];
+    let mut n = 0;
+    while let Some(t) = tx.poll_transmit(Time::ZERO, &mut views) {
+        assert_eq!(t.subflow, SubflowId(1));
+        n += t.payload.len();
+        views[1].queued = 0; // pretend TCP moved it all to the helper
+    }
+    assert_eq!(n, 400_000);
+    // Now the helper reports 400 kB buffered behind a 5 Mbps pipe; PS is idle and empty.
+    views[1].idle = false;
+    views[1].pipe = Some(PipeView {
+        throughput: 625_000.0,
+        rtt: 0.004,
+        buffered: 400_000,
+    });
+    views[0].idle = true;
+    // PAD_hs = 0.025 + 0.64 + 0.002 = 0.667, PAD_ps = 0.025: recall
+    // (0.667 - 0.025) * 625 000 = 401 250 -> capped at the 400 000 outstanding.
+    let t = tx
+        .poll_transmit(Time::ZERO, &mut views)
+        .expect("recalled data goes out");
+    assert_eq!(t.subflow, SubflowId(0));
+    assert!(t.reinjected);
+    assert_eq!(tx.stats().recalls, 1);
+    assert_eq!(tx.stats().recalled_bytes, 400_000);
+    let mut cancelled = 0;
+    while let Some(SenderEvent::Cancel {
+        subflow,
+        start,
+        end,
+        ..
+    }) = tx.poll_event()
+    {
+        assert_eq!(subflow, SubflowId(1));
+        cancelled += end - start;
+    }
+    assert_eq!(cancelled, 400_000);
+    assert_eq!(tx.outstanding(SubflowId(1)), 0);
+}

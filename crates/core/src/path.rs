@@ -1,0 +1,100 @@
+//! What a scheduler sees of each subflow: plain numbers, filled in by whoever owns the sockets
+//! (the daemons from TCP_INFO and pipe feedback, the simulator from its model).
+
+use mpbond_proto::SubflowId;
+
+/// Whether a subflow reaches the receiver directly or through a helper and its pipe.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PathKind {
+    /// The PS-Path: sender straight to the primary.
+    Direct,
+    /// An HS-Path plus a pipe: sender to a helper, which buffers and relays over the pipe
+    /// (MPBond §4.2).
+    Helper,
+}
+
+/// The pipe part of a helper subflow, as last reported by `PIPE_FEEDBACK` (MPBond §4.3.2).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct PipeView {
+    /// Th_p, bytes per second.
+    pub throughput: f64,
+    /// Pipe RTT, seconds (OWD_p is half of it).
+    pub rtt: f64,
+    /// B_p: bytes buffered at the helper for this subflow, user space plus the pipe socket.
+    pub buffered: u64,
+}
+
+/// One subflow's state at the moment of a scheduling decision.
+#[derive(Clone, PartialEq, Debug)]
+pub struct PathView {
+    /// The subflow.
+    pub id: SubflowId,
+    /// Direct or through a helper.
+    pub kind: PathKind,
+    /// True when the sender-side path (PS-Path or HS-Path) can take data now: it has room in
+    /// its congestion window and nothing is waiting in front of new data. Algorithm 1 calls
+    /// such a subflow idle.
+    pub idle: bool,
+    /// Smoothed RTT of the sender-side path, seconds.
+    pub rtt: f64,
+    /// Smallest RTT seen on the sender-side path, seconds (propagation estimate).
+    pub min_rtt: f64,
+    /// Estimated throughput of the sender-side path, bytes per second (Th_ps or Th_hs).
+    pub throughput: f64,
+    /// Congestion window of the sender-side path, bytes.
+    pub cwnd: u64,
+    /// Bytes sent on the sender-side path and not yet acknowledged by TCP.
+    pub inflight: u64,
+    /// B_s: bytes queued for this subflow at the sender, in user space plus unsent and
+    /// unacknowledged in the kernel.
+    pub queued: u64,
+    /// Bytes acknowledged by TCP on the sender-side path since it opened (tcpi_bytes_acked).
+    pub bytes_acked: u64,
+    /// Fraction of packets lost on the sender-side path, 0..1.
+    pub loss_rate: f64,
+    /// Pipe state; `Some` exactly for helper subflows that have reported.
+    pub pipe: Option<PipeView>,
+    /// Bytes scheduled on this subflow that the receiver has not acknowledged at the data
+    /// level. The [`crate::Sender`] fills this in; callers may leave it 0.
+    pub outstanding: u64,
+}
+
+impl PathView {
+    /// A view with the given identity and every number zero; handy for tests and builders.
+    pub fn new(id: SubflowId, kind: PathKind) -> Self {
+        PathView {
+            id,
+            kind,
+            idle: true,
+            rtt: 0.0,
+            min_rtt: 0.0,
+            throughput: 0.0,
+            cwnd: 0,
+            inflight: 0,
+            queued: 0,
+            bytes_acked: 0,
+            loss_rate: 0.0,
+            pipe: None,
+            outstanding: 0,
+        }
+    }
+
+    /// One-way delay of the sender-side path, approximated as RTT/2 (MPBond §4.3.2).
+    pub fn owd(&self) -> f64 {
+        self.rtt / 2.0
+    }
+
+    /// Bytes queued at the sender that TCP has not sent yet.
+    pub fn unsent(&self) -> u64 {
+        self.queued.saturating_sub(self.inflight)
+    }
+
+    /// The subflow's end-to-end throughput: Th_ps for the direct path, min(Th_hs, Th_p) for a
+    /// helper subflow (Algorithm 1, line 10).
+    pub fn effective_throughput(&self) -> f64 {
+        match (&self.kind, &self.pipe) {
+            (PathKind::Helper, Some(p)) => self.throughput.min(p.throughput),
+            _ => self.throughput,
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! PAMS, the Pipe-Aware Multipath Scheduler (MPBond §4.3).
+//!
+//! Three parts, as in the paper:
+//! - [`pad`]: the pipe-aware delay of a subflow, the time a byte scheduled now would take to
+//!   reach the primary, accounting for the sender's queue, the helper's buffer and the pipe
+//!   (§4.3.2);
+//! - [`Pams::select`]: Algorithm 1, minimum-PAD selection with deferral (§4.3.3);
+//! - [`Pams::reinjection`]: recall data from the slowest subflow when PADs drift apart
+//!   (§4.3.4).
+
+use std::time::Duration;
+
+use super::{Decision, Recall, SchedContext, Scheduler};
+use crate::path::{PathKind, PathView};
+use crate::Time;
+
+/// Throughput floor, bytes per second, so that a path with no estimate yet has a large but
+/// finite PAD instead of a division by zero.
+const MIN_THROUGHPUT: f64 = 1.0;
+
+/// The Pipe-Aware Delay of a subflow, in seconds (MPBond §4.3.2).
+///
+/// With B_s the bytes queued for the subflow at the sender, B_p the helper's buffered bytes,
+/// Th the throughputs and OWD = RTT/2:
+///
+/// - direct subflow: `OWD_ps + B_s / Th_ps`;
+/// - helper subflow whose buffer is still non-empty when the sender's queue has drained
+///   (`B_p / B_s + 1 > Th_p / Th_hs`): `OWD_hs + (B_s + B_p) / Th_p + OWD_p`;
+/// - otherwise: `OWD_hs + B_s / Th_hs + OWD_p`.
+///
+/// The case test is evaluated as `(B_p + B_s) · Th_hs > B_s · Th_p`, which is the same
+/// inequality multiplied by `B_s · Th_hs` and stays defined when `B_s = 0`. A helper subflow
+/// whose pipe has not reported yet is treated as having an empty, infinitely fast pipe of zero
+/// delay: it falls in the third case with `OWD_p = 0`.
+pub fn pad(p: &PathView) -> f64 {
+    let th = p.throughput.max(MIN_THROUGHPUT);
+    let b_s = p.queued as f64;
+    match (p.kind, &p.pipe) {
+        (PathKind::Helper, Some(pipe)) => {
+            let th_p = pipe.throughput.max(MIN_THROUGHPUT);
+            let b_p = pipe.buffered as f64;
+            let owd_p = pipe.rtt / 2.0;
+            if (b_p + b_s) * th > b_s * th_p {
+                p.owd() + (b_s + b_p) / th_p + owd_p
+            } else {
+                p.owd() + b_s / th + owd_p
+            }
+        }
+        _ => p.owd() + b_s / th,
+    }
+}
+
+/// Settings of PAMS.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PamsConfig {
+    /// Reinjection triggers when `(maxPAD - minPAD) / minPAD > eta` (MPBond §4.3.4; the paper
+    /// uses 0.2).
+    pub eta: f64,
+    /// Whether to reinject at all.
+    pub reinjection: bool,
+    /// After a recall, no further recall for this many RTTs of the recalled subflow's
+    /// sender-side path, so that PAD can reflect the first one (the cancel has to reach the
+    /// helper and fresh feedback has to come back). An mpbond addition; the paper does not say
+    /// how often reinjection may fire.
+    pub hold_rtts: f64,
+    /// Lower bound of the hold-down time.
+    pub min_hold: Duration,
+}
+
+impl Default for PamsConfig {
+    fn default() -> Self {
+        PamsConfig {
+            eta: 0.2,
+            reinjection: true,
+            hold_rtts: 1.0,
+            min_hold: Duration::from_millis(10),
+        }
+    }
+}
+
+/// The Pipe-Aware Multipath Scheduler.
+#[derive(Clone, Debug)]
+pub struct Pams {
+    cfg: PamsConfig,
+    hold_until: Time,
+}
+
+impl Pams {
+    /// PAMS with the given settings.
+    pub fn new(cfg: PamsConfig) -> Self {
+        Pams {
+            cfg,
+            hold_until: Time::ZERO,
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &PamsConfig {
+        &self.cfg
+    }
+}
+
+impl Default for Pams {
+    fn default() -> Self {
+        Pams::new(PamsConfig::default())
+    }
+}
+
+impl Scheduler for Pams {
+    fn name(&self) -> &'static str {
+        "pams"
+    }
+
+    /// Algorithm 1. The target is the idle subflow with the smallest PAD (line 6). Each busy
+    /// subflow `i` whose PAD is below the target's could deliver `(PAD[target] - PAD[i]) *
+    /// Th[i]` more bytes before a byte sent on the target arrives, with `Th[i]` the subflow's
+    /// end-to-end throughput, `min(Th_hs, Th_p)` for a helper (line 10). If the busy subflows
+    /// together could carry more than what is left to send, sending on the target would only
+    /// make the transfer finish later, so the segment waits (line 12).
+    fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
+        let mut target: Option<(usize, f64)> = None;
+        for (i, p) in paths.iter().enumerate() {
+            if !p.idle {
+                continue;
+            }
+            let d = pad(p);
+            if target.is_none_or(|(_, best)| d < best) {
+                target = Some((i, d));
+            }
+        }
+        let Some((t, pad_t)) = target else {
+            return Decision::Defer;
+        };
+        let diff: f64 = paths
+            .iter()
+            .filter(|p| !p.idle)
+            .map(|p| (pad(p), p.effective_throughput()))
+            .filter(|&(d, _)| d < pad_t)
+            .map(|(d, th)| (pad_t - d) * th)
+            .sum();
+        if diff > ctx.untransmitted as f64 {
+            Decision::Defer
+        } else {
+            Decision::Send(paths[t].id)
+        }
+    }
+
+    /// Reinjection (§4.3.4): when nothing is left unscheduled and
+    /// `(maxPAD - minPAD) / minPAD > eta`, recall `r = (maxPAD - minPAD) * B` bytes from the
+    /// subflow with the largest PAD, `B` being that subflow's effective throughput. Only a
+    /// subflow with unacknowledged data can be the source.
+    fn reinjection(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Option<Recall> {
+        if !self.cfg.reinjection || ctx.untransmitted > 0 || ctx.now < self.hold_until {
+            return None;
+        }
+        let min_pad = paths.iter().map(pad).fold(f64::INFINITY, f64::min);
+        let (src, max_pad) = paths
+            .iter()
+            .filter(|p| p.outstanding > 0)
+            .map(|p| (p, pad(p)))
+            .fold(None, |best: Option<(&PathView, f64)>, (p, d)| match best {
+                Some((_, bd)) if bd >= d => best,
+                _ => Some((p, d)),
+            })?;
+        if !(min_pad.is_finite() && min_pad > 0.0) {
+            return None;
+        }
+        if (max_pad - min_pad) / min_pad <= self.cfg.eta {
+            return None;
+        }
+        let r = ((max_pad - min_pad) * src.effective_throughput()).floor();
+        let bytes = (r as u64).min(src.outstanding);
+        if bytes == 0 {
+            return None;
+        }
+        let hold = Duration::from_secs_f64((self.cfg.hold_rtts * src.rtt).max(0.0));
+        self.hold_until = ctx.now + hold.max(self.cfg.min_hold);
+        Some(Recall {
+            from: src.id,
+            bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::testutil::*;
+    use mpbond_proto::SubflowId;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn pad_direct() {
+        // OWD 25 ms + 100 000 B / 1 000 000 B/s = 0.125 s
+        let p = direct(0, 50.0, 8.0, 100_000, true);
+        assert!(close(pad(&p), 0.125));
+    }
+
+    #[test]
+    fn pad_helper_buffer_still_full_after_drain() {
+        // B_p/B_s + 1 = 3 > Th_p/Th_hs = 0.5: case 2.
+        // 0.020 + (125 000 + 250 000) / 625 000 + 0.002 = 0.622
+        // First principles: T1 = 0.1 s, B_p' = 250 000 - 62 500 + 125 000 = 312 500,
+        // T2 = 0.5 s, total = 0.1 + 0.02 + 0.5 + 0.002.
+        let p = helper(1, 40.0, 10.0, 125_000, 4.0, 5.0, 250_000, true);
+        assert!(close(pad(&p), 0.622));
+    }
+
+    #[test]
+    fn pad_helper_buffer_empties() {
+        // B_p/B_s + 1 = 1.4 <= Th_p/Th_hs = 5: case 3.
+        // 0.020 + 250 000 / 250 000 + 0.002 = 1.022 (T1 = 1 s drains B_p = 100 000 at
+        // 1.25 MB/s long before the sender queue is through, so B_p' = 0).
+        let p = helper(1, 40.0, 2.0, 250_000, 4.0, 10.0, 100_000, true);
+        assert!(close(pad(&p), 1.022));
+    }
+
+    #[test]
+    fn pad_cases_meet_at_the_boundary_and_handle_empty_sender_queue() {
+        // B_p/B_s + 1 = 2 = Th_p/Th_hs: case 3, which equals case 2 there.
+        let p = helper(1, 40.0, 4.0, 100_000, 4.0, 8.0, 100_000, true);
+        assert!(close(pad(&p), 0.02 + 0.2 + 0.002));
+        // B_s = 0 with a non-empty helper buffer: case 2, 0.02 + 50 000/625 000 + 0.002.
+        let p = helper(1, 40.0, 10.0, 0, 4.0, 5.0, 50_000, true);
+        assert!(close(pad(&p), 0.102));
+        // Everything empty: just the two one-way delays.
+        let p = helper(1, 40.0, 10.0, 0, 4.0, 5.0, 0, true);
+        assert!(close(pad(&p), 0.022));
+    }
+
+    #[test]
+    fn pad_helper_without_feedback_and_without_throughput() {
+        let mut p = helper(1, 40.0, 10.0, 125_000, 4.0, 5.0, 0, true);
+        p.pipe = None;
+        assert!(close(pad(&p), 0.02 + 0.1));
+        let p = direct(0, 50.0, 0.0, 10, true);
+        assert!(pad(&p).is_finite() && pad(&p) > 1.0);
+    }
+
+    /// PS busy with PAD 0.075 s; the idle helper's PAD is 0.527 s.
+    fn two_paths() -> Vec<PathView> {
+        vec![
+            direct(0, 50.0, 8.0, 50_000, false),
+            helper(1, 50.0, 10.0, 0, 4.0, 5.0, 312_500, true),
+        ]
+    }
+
+    #[test]
+    fn deferral_two_paths() {
+        let paths = two_paths();
+        assert!(close(pad(&paths[0]), 0.075));
+        assert!(close(pad(&paths[1]), 0.527));
+        // Diff = (0.527 - 0.075) * 1 000 000 = 452 000 bytes.
+        let mut s = Pams::default();
+        assert_eq!(s.select(&ctx(400_000), &paths), Decision::Defer);
+        assert_eq!(
+            s.select(&ctx(452_001), &paths),
+            Decision::Send(SubflowId(1))
+        );
+        assert_eq!(
+            s.select(&ctx(5_000_000), &paths),
+            Decision::Send(SubflowId(1))
+        );
+    }
+
+    #[test]
+    fn deferral_sums_over_busy_subflows_with_effective_throughput() {
+        let mut paths = two_paths();
+        // A busy helper: HS 10 Mbps, pipe 3 Mbps, so Th = min = 375 000 B/s;
+        // PAD = 0.025 + 64 875 / 375 000 + 0.002 = 0.2.
+        paths.push(helper(2, 50.0, 10.0, 0, 4.0, 3.0, 64_875, false));
+        assert!(close(pad(&paths[2]), 0.2));
+        // A busy path slower than the target does not count.
+        paths.push(direct(3, 50.0, 8.0, 1_000_000, false));
+        // Diff = 452 000 + (0.527 - 0.2) * 375 000 = 574 625.
+        let mut s = Pams::default();
+        assert_eq!(s.select(&ctx(574_000), &paths), Decision::Defer);
+        assert_eq!(
+            s.select(&ctx(575_000), &paths),
+            Decision::Send(SubflowId(1))
+        );
+    }
+
+    #[test]
+    fn target_is_idle_subflow_with_min_pad() {
+        let paths = vec![
+            direct(0, 50.0, 8.0, 200_000, true),              // 0.225
+            helper(1, 50.0, 10.0, 0, 4.0, 5.0, 50_000, true), // 0.107
+            direct(2, 10.0, 8.0, 0, false),                   // 0.005 but busy
+        ];
+        let mut s = Pams::default();
+        // Busy path 2 could carry (0.107 - 0.005) * 1e6 = 102 000 bytes first.
+        assert_eq!(
+            s.select(&ctx(1_000_000), &paths),
+            Decision::Send(SubflowId(1))
+        );
+        assert_eq!(s.select(&ctx(100_000), &paths), Decision::Defer);
+        let all_busy: Vec<_> = paths
+            .into_iter()
+            .map(|mut p| {
+                p.idle = false;
+                p
+            })
+            .collect();
+        assert_eq!(s.select(&ctx(1), &all_busy), Decision::Defer);
+    }
+
+    #[test]
+    fn reinjection_amount() {
+        let paths = two_paths();
+        let mut s = Pams::default();
+        // Something still unscheduled: no reinjection.
+        assert_eq!(s.reinjection(&ctx(1), &paths), None);
+        // (0.527 - 0.075) / 0.075 = 6.03 > 0.2; r = 0.452 * min(1.25 MB/s, 625 kB/s)
+        // = 282 500 bytes from the helper subflow.
+        assert_eq!(
+            s.reinjection(&ctx(0), &paths),
+            Some(Recall {
+                from: SubflowId(1),
+                bytes: 282_500
+            })
+        );
+        // Held down right after a recall.
+        assert_eq!(s.reinjection(&ctx(0), &paths), None);
+        let mut later = ctx(0);
+        later.now = Time::from_millis(51);
+        assert!(s.reinjection(&later, &paths).is_some());
+    }
+
+    #[test]
+    fn reinjection_threshold_and_cap() {
+        let mut s = Pams::new(PamsConfig {
+            eta: 10.0,
+            ..PamsConfig::default()
+        });
+        assert_eq!(
+            s.reinjection(&ctx(0), &two_paths()),
+            None,
+            "6.03 < eta = 10"
+        );
+
+        // PADs 0.075 and 0.085: (0.085 - 0.075) / 0.075 = 0.13 <= 0.2.
+        let paths = vec![
+            direct(0, 50.0, 8.0, 50_000, true),
+            direct(1, 50.0, 8.0, 60_000, true),
+        ];
+        assert_eq!(Pams::default().reinjection(&ctx(0), &paths), None);
+
+        // Never more than the subflow has outstanding.
+        let mut paths = two_paths();
+        paths[1].outstanding = 1000;
+        assert_eq!(
+            Pams::default().reinjection(&ctx(0), &paths),
+            Some(Recall {
+                from: SubflowId(1),
+                bytes: 1000
+            })
+        );
+        // Disabled.
+        let mut off = Pams::new(PamsConfig {
+            reinjection: false,
+            ..PamsConfig::default()
+        });
+        assert_eq!(off.reinjection(&ctx(0), &two_paths()), None);
+    }
+}
