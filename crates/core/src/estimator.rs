@@ -29,10 +29,13 @@ pub struct TcpSample {
 
 /// Smoothed RTT and throughput of one path.
 ///
-/// Throughput is an exponentially weighted moving average of CWND/RTT, or of the kernel's
-/// delivery rate when it has a sample that was not application-limited (MPBond §4.3.2). The
-/// average uses a time constant rather than a per-sample weight, so the estimate reacts at the
-/// same speed whether samples come every ACK (simulator) or every few milliseconds (daemon).
+/// Throughput is an exponentially weighted moving average of CWND/RTT (MPBond §4.3.2), or of
+/// the kernel's delivery rate when one is given. CWND/RTT overshoots in slow start and whenever
+/// the smoothed RTT lags a growing queue; the delivery rate measures what the path actually
+/// delivered. An application-limited delivery-rate sample (the scheduler left the path idle)
+/// can only raise the estimate, never lower it, as in BBR. The average uses a time constant
+/// rather than a per-sample weight, so it reacts at the same speed whether samples come every
+/// ACK (simulator) or every few milliseconds (daemon).
 #[derive(Clone, Debug)]
 pub struct PathEstimator {
     tau: f64,
@@ -61,10 +64,16 @@ impl PathEstimator {
         }
         self.srtt = s.srtt;
         self.min_rtt = self.min_rtt.min(s.srtt);
-        let window_rate = s.cwnd as f64 / s.srtt;
         let sample = match s.delivery_rate {
-            Some(r) if r.is_finite() && r > 0.0 && !s.app_limited => r,
-            _ => window_rate,
+            Some(r) if r.is_finite() && r > 0.0 => {
+                if s.app_limited && self.throughput.is_some_and(|t| r <= t) {
+                    self.srtt = s.srtt;
+                    self.last = Some(s.now);
+                    return;
+                }
+                r
+            }
+            _ => s.cwnd as f64 / s.srtt,
         };
         self.throughput = Some(match (self.throughput, self.last) {
             (Some(old), Some(last)) => {
@@ -161,20 +170,25 @@ mod tests {
     }
 
     #[test]
-    fn delivery_rate_preferred_unless_app_limited() {
+    fn delivery_rate_preferred_and_app_limited_samples_only_raise() {
         let mut e = PathEstimator::new(Duration::from_millis(100));
         let mut s = sample(0, 0.1, 10_000);
         s.delivery_rate = Some(500_000.0);
         e.on_sample(s);
-        assert_eq!(e.throughput(), 500_000.0);
-        let mut e = PathEstimator::new(Duration::from_millis(100));
-        s.app_limited = true;
-        e.on_sample(s);
         assert_eq!(
             e.throughput(),
-            100_000.0,
-            "app-limited: fall back to cwnd/rtt"
+            500_000.0,
+            "delivery rate, not cwnd/rtt = 100 000"
         );
+        s.app_limited = true;
+        s.delivery_rate = Some(100.0);
+        s.now = Time::from_millis(100);
+        e.on_sample(s);
+        assert_eq!(e.throughput(), 500_000.0, "an idle path is not a slow path");
+        s.delivery_rate = Some(900_000.0);
+        s.now = Time::from_millis(200);
+        e.on_sample(s);
+        assert!(e.throughput() > 500_000.0);
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod ranges;
 pub mod scheduler;
 mod time;
 
-pub use conn::{Receiver, ReceiverConfig, Sender, SenderConfig, SenderEvent, Transmit};
+pub use conn::{Cancel, Output, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
 pub use estimator::{PathEstimator, PipeState, TcpSample};
 pub use path::{PathKind, PathView, PipeView};
 pub use scheduler::{by_name, Decision, PamsConfig, Recall, SchedContext, Scheduler};

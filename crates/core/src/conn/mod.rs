@@ -15,8 +15,8 @@ pub mod sender;
 pub use receiver::{ReceiveError, Receiver, ReceiverConfig};
 pub use recv_stream::{RecvError, RecvStream};
 pub use send_buffer::SendBuffer;
-pub use send_stream::{AckError, FinState, SendStream};
-pub use sender::{SendError, Sender, SenderConfig, SenderEvent, SenderStats, Transmit};
+pub use send_stream::{AckError, FinState, Segment, SendStream};
+pub use sender::{Cancel, Output, SendError, Sender, SenderConfig, SenderStats, Transmit};
 
 #[cfg(test)]
 mod tests;

@@ -59,6 +59,22 @@ pub struct SendStream {
     final_size: Option<u64>,
     fin: FinState,
     chunk_ends: VecDeque<u64>,
+    /// Recalled ranges waiting in `retx`, with the subflow they were recalled from: they must
+    /// go to another subflow (MPBond §4.3.4 reinjects "into another subflow").
+    recalled: Vec<(u64, u64, SubflowId)>,
+}
+
+/// A segment ready to be scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// First DSN.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// True when these bytes were scheduled before.
+    pub reinjection: bool,
+    /// The subflow these bytes were recalled from, which must not carry them again.
+    pub avoid: Option<SubflowId>,
 }
 
 impl SendStream {
@@ -76,6 +92,7 @@ impl SendStream {
             final_size: None,
             fin: FinState::Open,
             chunk_ends: VecDeque::new(),
+            recalled: Vec::new(),
         }
     }
 
@@ -180,13 +197,35 @@ impl SendStream {
 
     /// The next segment to schedule, at most `max` bytes: data waiting to be sent again first
     /// (it has the lowest DSNs and blocks the receiver), then new data inside the window.
-    /// Returns `(start, end, is_reinjection)` without committing; see [`SendStream::commit`].
-    pub fn peek_segment(&self, max: u64) -> Option<(u64, u64, bool)> {
+    /// Nothing is committed; see [`SendStream::commit`].
+    pub fn peek_segment(&self, max: u64) -> Option<Segment> {
         if let Some((s, e)) = self.retx.first() {
-            return Some((s, e.min(s + max), true));
+            let mut end = e.min(s + max);
+            let mut avoid = None;
+            for &(rs, re, sf) in &self.recalled {
+                if rs <= s && s < re {
+                    // Inside a recalled range: stop at its end.
+                    avoid = Some(sf);
+                    end = end.min(re);
+                } else if rs > s {
+                    // Stop before a recalled range that starts later.
+                    end = end.min(rs);
+                }
+            }
+            return Some(Segment {
+                start: s,
+                end,
+                reinjection: true,
+                avoid,
+            });
         }
         let limit = self.buf.end().min(self.window_end);
-        (self.next_new < limit).then(|| (self.next_new, limit.min(self.next_new + max), false))
+        (self.next_new < limit).then(|| Segment {
+            start: self.next_new,
+            end: limit.min(self.next_new + max),
+            reinjection: false,
+            avoid: None,
+        })
     }
 
     /// Commits a segment returned by [`SendStream::peek_segment`] to `subflow` and returns its
@@ -195,11 +234,34 @@ impl SendStream {
         if self.retx.remove(start, end) == 0 {
             debug_assert_eq!(start, self.next_new);
             self.next_new = end;
+        } else {
+            self.forget_recalled(start, end);
         }
         self.inflight.insert(start, InFlight { end, subflow });
         let payload = self.buf.slice(start, end).unwrap_or_default();
         let fin = self.take_fin_if_last(end, subflow);
         (payload, fin)
+    }
+
+    /// Drops the "recalled from" marks of `start..end`.
+    fn forget_recalled(&mut self, start: u64, end: u64) {
+        if self.recalled.is_empty() {
+            return;
+        }
+        let mut kept = Vec::with_capacity(self.recalled.len());
+        for (rs, re, sf) in self.recalled.drain(..) {
+            if re <= start || rs >= end {
+                kept.push((rs, re, sf));
+                continue;
+            }
+            if rs < start {
+                kept.push((rs, start, sf));
+            }
+            if re > end {
+                kept.push((end, re, sf));
+            }
+        }
+        self.recalled = kept;
     }
 
     /// Commits a bare FIN to `subflow`.
@@ -244,7 +306,9 @@ impl SendStream {
         for &(s, e) in ack.sacks.as_slice() {
             self.remove_inflight(s, e, &mut freed);
             self.retx.remove(s, e);
+            self.forget_recalled(s, e);
         }
+        self.forget_recalled(0, self.cum_ack);
         self.window_end = self.window_end.max(ack.window_end);
         if ack.fin_received && self.final_size == Some(self.cum_ack) {
             self.fin = FinState::Acked;
@@ -347,6 +411,7 @@ impl SendStream {
                 );
             }
             self.retx.insert(take_from, e);
+            self.recalled.push((take_from, e, subflow));
             left -= e - take_from;
             out.push((take_from, e));
         }
@@ -395,9 +460,9 @@ mod tests {
     const B: SubflowId = SubflowId(1);
 
     fn send(s: &mut SendStream, max: u64, sf: SubflowId) -> (u64, u64, bool) {
-        let (a, b, r) = s.peek_segment(max).unwrap();
-        s.commit(a, b, sf);
-        (a, b, r)
+        let g = s.peek_segment(max).unwrap();
+        s.commit(g.start, g.end, sf);
+        (g.start, g.end, g.reinjection)
     }
 
     #[test]
@@ -455,7 +520,8 @@ mod tests {
         assert_eq!(s.outstanding_on(B), 5);
         assert_eq!(s.retx_len(), 15);
         assert_eq!(s.untransmitted(), 15);
-        // Recalled data goes out before anything new, lowest first.
+        // Recalled data goes out before anything new, lowest first, and not on B.
+        assert_eq!(s.peek_segment(100).unwrap().avoid, Some(B));
         assert_eq!(send(&mut s, 100, A), (15, 20, true));
         assert_eq!(send(&mut s, 100, A), (30, 40, true));
         assert!(s.peek_segment(100).is_none());
@@ -468,15 +534,15 @@ mod tests {
         s.write(Bytes::from_static(b"xyz"));
         s.finish();
         assert_eq!(s.writable(), 0);
-        let (a, b, _) = s.peek_segment(10).unwrap();
-        let (payload, fin) = s.commit(a, b, B);
+        let g = s.peek_segment(10).unwrap();
+        let (payload, fin) = s.commit(g.start, g.end, B);
         assert_eq!((&payload[..], fin), (&b"xyz"[..], Some(3)));
         assert_eq!(s.fin_state(), FinState::Sent(B));
         s.take_subflow(B);
         assert_eq!(s.fin_state(), FinState::Pending);
-        let (a, b, r) = s.peek_segment(10).unwrap();
-        assert!(r);
-        assert_eq!(s.commit(a, b, A).1, Some(3));
+        let g = s.peek_segment(10).unwrap();
+        assert!(g.reinjection && g.avoid.is_none());
+        assert_eq!(s.commit(g.start, g.end, A).1, Some(3));
         s.on_ack(&ack(3, 100, &[])).unwrap();
         assert!(!s.is_complete(), "FIN not yet confirmed");
         s.on_ack(&ack_fin(3, 100, &[], true)).unwrap();

@@ -28,9 +28,12 @@ pub struct SenderConfig {
     pub max_streams: usize,
     /// Ask helpers to drop recalled bytes (`DATA_CANCEL`) instead of sending them anyway.
     pub cancel_recalled: bool,
-    /// Clamp a helper's reported buffer B_p to the bytes the subflow still has outstanding
-    /// (minus B_s). Feedback is up to one HS-Path delay old and still counts bytes that were
-    /// since acknowledged or recalled; the clamp removes that error.
+    /// Count in B_s and B_p only bytes the subflow still has outstanding: B_s is clamped to
+    /// the outstanding bytes (plus framing), B_p to what is left of them. Bytes recalled from a
+    /// subflow stay in its kernel queue or helper buffer for a while but no longer delay
+    /// anything that matters, and helper feedback is up to one HS-Path delay old; without the
+    /// clamp, PAD would count both and reinjection would fire again at once. An mpbond
+    /// refinement of MPBond §4.3.2.
     pub clamp_helper_buffer: bool,
 }
 
@@ -64,20 +67,31 @@ pub struct Transmit {
     pub reinjected: bool,
 }
 
-/// A frame the owner should send that is not stream data.
+/// A `DATA_CANCEL` to send to the helper on `subflow`: it may drop `start..end` of `stream`
+/// from its buffer, because the bytes were recalled and will be sent again.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SenderEvent {
-    /// Send `DATA_CANCEL` for `start..end` to the helper on `subflow`.
-    Cancel {
-        /// The helper subflow.
-        subflow: SubflowId,
-        /// The stream.
-        stream: StreamId,
-        /// First recalled DSN.
-        start: u64,
-        /// One past the last.
-        end: u64,
-    },
+pub struct Cancel {
+    /// The helper subflow.
+    pub subflow: SubflowId,
+    /// The stream.
+    pub stream: StreamId,
+    /// First recalled DSN.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+}
+
+/// What the owner must send next, in this order.
+///
+/// Cancels and data come out of one queue because their order on a subflow matters: a
+/// recalled range may be scheduled again on the same helper, and the helper must see the
+/// cancel before the new copy, or it would drop the new copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Stream data (and possibly a FIN) for a subflow.
+    Data(Transmit),
+    /// A `DATA_CANCEL` for a helper subflow.
+    Cancel(Cancel),
 }
 
 /// Errors the owner must act on.
@@ -135,7 +149,7 @@ pub struct Sender {
     /// Streams that may have something to send, in round-robin order.
     active: VecDeque<StreamId>,
     subflows: BTreeMap<SubflowId, SubflowAcct>,
-    events: VecDeque<SenderEvent>,
+    cancels: VecDeque<Cancel>,
     stats: SenderStats,
 }
 
@@ -149,7 +163,7 @@ impl Sender {
             streams: BTreeMap::new(),
             active: VecDeque::new(),
             subflows: BTreeMap::new(),
-            events: VecDeque::new(),
+            cancels: VecDeque::new(),
             stats: SenderStats::default(),
         }
     }
@@ -299,11 +313,6 @@ impl Sender {
         Ok(())
     }
 
-    /// The next frame to send that is not stream data.
-    pub fn poll_event(&mut self) -> Option<SenderEvent> {
-        self.events.pop_front()
-    }
-
     /// True when no stream has data waiting to be scheduled (window-blocked data counts as
     /// waiting).
     pub fn all_scheduled(&self) -> bool {
@@ -326,21 +335,35 @@ impl Sender {
             acct.kind.get_or_insert(v.kind);
             v.outstanding = acct.outstanding;
             if self.cfg.clamp_helper_buffer {
+                let segments = v.outstanding.div_ceil(self.cfg.max_segment as u64);
+                let wire = v.outstanding + segments * DATA_OVERHEAD as u64;
+                v.queued = v.queued.min(wire);
                 if let Some(pipe) = v.pipe.as_mut() {
-                    let room = v.outstanding.saturating_sub(v.queued);
-                    pipe.buffered = pipe.buffered.min(room);
+                    pipe.buffered = pipe.buffered.min(wire - v.queued);
                 }
             }
         }
     }
 
-    /// Asks for the next segment. `views` must describe every live subflow; the owner sends
-    /// the returned segment, refreshes the views (at least `idle`, `queued`, `inflight`) and
-    /// calls again until it gets `None`. It also calls again whenever a subflow becomes idle,
-    /// an ACK arrives or feedback changes, since a deferred decision may then change.
+    /// Asks for the next thing to send. `views` must describe every live subflow; the owner
+    /// sends what it gets, in order, refreshes the views (at least `idle`, `queued`,
+    /// `inflight`) and calls again until it gets `None`. It also calls again whenever a
+    /// subflow becomes idle, an ACK arrives or feedback changes, since a deferred decision may
+    /// then change.
     ///
     /// When nothing is left unscheduled, this is also where PAMS reinjection runs.
-    pub fn poll_transmit(&mut self, now: Time, views: &mut [PathView]) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self, now: Time, views: &mut [PathView]) -> Option<Output> {
+        if let Some(c) = self.cancels.pop_front() {
+            return Some(Output::Cancel(c));
+        }
+        match self.poll_data(now, views) {
+            Some(t) => Some(Output::Data(t)),
+            // A recall queues cancels and leaves its data for the following calls.
+            None => self.cancels.pop_front().map(Output::Cancel),
+        }
+    }
+
+    fn poll_data(&mut self, now: Time, views: &mut [PathView]) -> Option<Transmit> {
         if !views.iter().any(|v| v.idle) {
             return None;
         }
@@ -357,7 +380,8 @@ impl Sender {
             segment: self.cfg.max_segment as u64,
         };
         let recall = self.scheduler.reinjection(&ctx, views)?;
-        if self.recall(recall) == 0 {
+        if self.recall(recall) == 0 || !self.cancels.is_empty() {
+            // Nothing recalled, or cancels must go out before the recalled data.
             return None;
         }
         self.prepare(views);
@@ -392,19 +416,34 @@ impl Sender {
                 }
                 continue;
             }
-            let Some((start, end, reinjected)) = stream.peek_segment(self.cfg.max_segment as u64)
-            else {
+            let Some(seg) = stream.peek_segment(self.cfg.max_segment as u64) else {
                 self.active.rotate_left(1);
                 continue;
             };
+            let (start, end, reinjected) = (seg.start, seg.end, seg.reinjection);
             let ctx = SchedContext {
                 now,
                 untransmitted: stream.untransmitted(),
                 segment: end - start,
             };
-            let pick = match self.scheduler.select(&ctx, views) {
-                Decision::Send(id) => views.iter().position(|v| v.id == id),
-                Decision::Defer => None,
+            let decision = match seg.avoid {
+                // Recalled bytes go to another subflow: decide without their source.
+                Some(avoid) => {
+                    let others: Vec<PathView> =
+                        views.iter().filter(|v| v.id != avoid).cloned().collect();
+                    if others.iter().any(|v| v.idle) {
+                        self.scheduler.select(&ctx, &others)
+                    } else {
+                        Decision::Defer
+                    }
+                }
+                None => self.scheduler.select(&ctx, views),
+            };
+            let pick = match decision {
+                Decision::Send(id) if Some(id) != seg.avoid => {
+                    views.iter().position(|v| v.id == id)
+                }
+                _ => None,
             };
             let Some(i) = pick else {
                 self.active.rotate_left(1);
@@ -461,7 +500,7 @@ impl Sender {
                 left -= b - a;
                 total += b - a;
                 if helper && self.cfg.cancel_recalled {
-                    self.events.push_back(SenderEvent::Cancel {
+                    self.cancels.push_back(Cancel {
                         subflow: r.from,
                         stream: sid,
                         start: a,

@@ -2,6 +2,8 @@
 //! subflows: the application must get every byte exactly once, in order.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use mpbond_proto::{DataAck, StreamId, SubflowId};
@@ -34,7 +36,7 @@ impl Rng {
 /// A scheduler that picks, defers and recalls at random: the sender must stay correct
 /// whatever the scheduler decides.
 #[derive(Debug)]
-struct Chaos(Rng);
+struct Chaos(Rng, Arc<AtomicBool>);
 
 impl Scheduler for Chaos {
     fn name(&self) -> &'static str {
@@ -49,7 +51,9 @@ impl Scheduler for Chaos {
         Decision::Send(p.id)
     }
     fn reinjection(&mut self, _ctx: &SchedContext, paths: &[PathView]) -> Option<Recall> {
-        if paths.is_empty() || !self.0.chance(30) {
+        // No recalls once the run turns calm: a range the sender wrongly believes in flight
+        // would then never be rescued, and the transfer would hang.
+        if self.1.load(AtomicOrdering::Relaxed) || paths.is_empty() || !self.0.chance(30) {
             return None;
         }
         let p = &paths[self.0.below(paths.len() as u64) as usize];
@@ -58,6 +62,37 @@ impl Scheduler for Chaos {
             bytes: self.0.below(50_000),
         })
     }
+}
+
+/// Removes the parts of queued data frames of `c`'s stream inside `c.start..c.end`.
+fn cancel_queued(queue: VecDeque<Transmit>, c: &Cancel) -> VecDeque<Transmit> {
+    let mut out = VecDeque::new();
+    for t in queue {
+        let end = t.dsn + t.payload.len() as u64;
+        if t.stream != c.stream || end <= c.start || t.dsn >= c.end || t.payload.is_empty() {
+            out.push_back(t);
+            continue;
+        }
+        if t.dsn < c.start {
+            let mut a = t.clone();
+            a.payload = t.payload.slice(..(c.start - t.dsn) as usize);
+            a.fin = None;
+            out.push_back(a);
+        }
+        if end > c.end {
+            let mut b = t.clone();
+            b.payload = t.payload.slice((c.end - t.dsn) as usize..);
+            b.dsn = c.end;
+            out.push_back(b);
+        } else if t.fin.is_some() {
+            // Keep the FIN itself; only bytes are cancelled.
+            let mut f = t.clone();
+            f.payload = Bytes::new();
+            f.dsn = end;
+            out.push_back(f);
+        }
+    }
+    out
 }
 
 struct Link {
@@ -72,10 +107,11 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 /// Runs one randomized transfer of `sizes.len()` streams and returns what each app read, with
 /// the sender's counters and the receiver's duplicate bytes.
-fn run(seed: u64, sizes: &[usize]) -> (Vec<Vec<u8>>, SenderStats, u64) {
+fn run(seed: u64, sizes: &[usize]) -> (Vec<Vec<u8>>, SenderStats, u64, u64) {
     let mut rng = Rng(seed | 1);
+    let calm_flag = Arc::new(AtomicBool::new(false));
     let mut tx = Sender::new(
-        Box::new(Chaos(Rng(seed.rotate_left(17) | 1))),
+        Box::new(Chaos(Rng(seed.rotate_left(17) | 1), calm_flag.clone())),
         SenderConfig {
             max_segment: 1 + rng.below(3000) as usize,
             stream_capacity: 64 << 10,
@@ -107,12 +143,14 @@ fn run(seed: u64, sizes: &[usize]) -> (Vec<Vec<u8>>, SenderStats, u64) {
         })
         .collect();
     let mut next_sf = 3u8;
+    let mut cancels = 0u64;
     let mut acks: VecDeque<DataAck> = VecDeque::new();
     let mut now = Time::ZERO;
     for step in 0..200_000u32 {
         now += std::time::Duration::from_micros(100);
         let calm = step > 20_000; // no more chaos: let it finish
-                                  // The application writes.
+        calm_flag.store(calm, AtomicOrdering::Relaxed);
+        // The application writes.
         for (i, &id) in ids.iter().enumerate() {
             if written[i] < data[i].len() && rng.chance(50) {
                 let n = (1 + rng.below(5000) as usize).min(data[i].len() - written[i]);
@@ -132,21 +170,38 @@ fn run(seed: u64, sizes: &[usize]) -> (Vec<Vec<u8>>, SenderStats, u64) {
         let mut views: Vec<PathView> = links
             .iter()
             .map(|l| {
-                let mut v = PathView::new(l.id, PathKind::Direct);
+                // Odd ids are helper subflows, so recalls from them produce cancels.
+                let kind = if l.id.0 % 2 == 1 {
+                    PathKind::Helper
+                } else {
+                    PathKind::Direct
+                };
+                let mut v = PathView::new(l.id, kind);
                 v.idle = l.queue.len() < 4;
                 v.rtt = 0.01;
                 v.throughput = 1e6;
                 v
             })
             .collect();
-        while let Some(t) = tx.poll_transmit(now, &mut views) {
-            let l = links.iter_mut().find(|l| l.id == t.subflow).unwrap();
-            l.queue.push_back(t);
+        while let Some(out) = tx.poll_transmit(now, &mut views) {
+            match out {
+                Output::Data(t) => {
+                    let l = links.iter_mut().find(|l| l.id == t.subflow).unwrap();
+                    l.queue.push_back(t);
+                }
+                Output::Cancel(c) => {
+                    // The helper drops the cancelled bytes it still holds: everything queued
+                    // ahead of the cancel on that subflow. A copy sent after it is untouched.
+                    cancels += 1;
+                    if let Some(l) = links.iter_mut().find(|l| l.id == c.subflow) {
+                        l.queue = cancel_queued(std::mem::take(&mut l.queue), &c);
+                    }
+                }
+            }
             for (v, l) in views.iter_mut().zip(&links) {
                 v.idle = l.queue.len() < 4;
             }
         }
-        while tx.poll_event().is_some() {}
         // The network delivers, sometimes twice.
         for _ in 0..2 {
             if links.is_empty() {
@@ -213,7 +268,7 @@ fn run(seed: u64, sizes: &[usize]) -> (Vec<Vec<u8>>, SenderStats, u64) {
                 );
                 dups += rx.stream(*id).unwrap().duplicate_bytes();
             }
-            return (got, tx.stats(), dups);
+            return (got, tx.stats(), dups, cancels);
         }
     }
     panic!(
@@ -230,7 +285,7 @@ proptest! {
     /// stream arrives intact and exactly once.
     #[test]
     fn nothing_lost_or_duplicated(seed in any::<u64>(), sizes in proptest::collection::vec(0usize..150_000, 1..4)) {
-        let (got, _, _) = run(seed, &sizes);
+        let (got, _, _, _) = run(seed, &sizes);
         for (i, g) in got.iter().enumerate() {
             prop_assert_eq!(g.len(), sizes[i]);
             prop_assert!(g == &pattern(sizes[i], seed ^ i as u64));
@@ -243,9 +298,11 @@ proptest! {
 fn chaos_covers_recall_death_and_duplicates() {
     let mut total = SenderStats::default();
     let mut dups = 0;
+    let mut total_cancels = 0;
     for seed in 1..=8u64 {
-        let (got, st, d) = run(seed * 7919, &[200_000, 50_000]);
-        assert_eq!(got[0], pattern(200_000, seed * 7919));
+        let (got, st, d, c) = run(seed * 7919, &[200_000, 50_000]);
+        total_cancels += c;
+        assert!(got[0] == pattern(200_000, seed * 7919));
         total.recalls += st.recalls;
         total.rescued_bytes += st.rescued_bytes;
         total.reinjected_bytes += st.reinjected_bytes;
@@ -255,6 +312,7 @@ fn chaos_covers_recall_death_and_duplicates() {
     assert!(total.rescued_bytes > 0, "{total:?}");
     assert!(total.reinjected_bytes > 0, "{total:?}");
     assert!(dups > 0);
+    assert!(total_cancels > 0);
 }
 
 #[test]
@@ -278,7 +336,7 @@ fn dead_subflow_data_is_rescued_exactly_once() {
         PathView::new(SubflowId(1), PathKind::Helper),
     ];
     let mut sent = Vec::new();
-    while let Some(t) = tx.poll_transmit(Time::ZERO, &mut views) {
+    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
         sent.push(t);
     }
     assert_eq!(sent.len(), 10);
@@ -296,7 +354,7 @@ fn dead_subflow_data_is_rescued_exactly_once() {
     assert_eq!(tx.remove_subflow(SubflowId(1)), 4000);
     let mut views = vec![PathView::new(SubflowId(0), PathKind::Direct)];
     let mut resent = 0;
-    while let Some(t) = tx.poll_transmit(Time::ZERO, &mut views) {
+    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
         assert!(t.reinjected);
         resent += t.payload.len();
         rx.on_data(Time::ZERO, s, t.dsn, t.payload.clone()).unwrap();
@@ -313,7 +371,7 @@ fn dead_subflow_data_is_rescued_exactly_once() {
     while let Some(b) = rx.read(s, 4096) {
         got.extend_from_slice(&b);
     }
-    assert_eq!(got, data);
+    assert!(got == data, "stream differs");
     tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
     assert!(tx.is_complete(s));
     assert_eq!(tx.stats().rescued_bytes, 4000);
@@ -342,7 +400,7 @@ fn pams_recall_emits_cancels_for_helper_and_reschedules() {
     // All 400 kB go to the only idle subflow, the helper.
     let mut views = vec![ps, hs];
     let mut n = 0;
-    while let Some(t) = tx.poll_transmit(Time::ZERO, &mut views) {
+    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
         assert_eq!(t.subflow, SubflowId(1));
         n += t.payload.len();
         views[1].queued = 0; // pretend TCP moved it all to the helper
@@ -356,26 +414,129 @@ fn pams_recall_emits_cancels_for_helper_and_reschedules() {
         buffered: 400_000,
     });
     views[0].idle = true;
-    // PAD_hs = 0.025 + 0.64 + 0.002 = 0.667, PAD_ps = 0.025: recall
-    // (0.667 - 0.025) * 625 000 = 401 250 -> capped at the 400 000 outstanding.
-    let t = tx
-        .poll_transmit(Time::ZERO, &mut views)
-        .expect("recalled data goes out");
+    // PAD_hs = 0.025 + 0.64 + 0.002 = 0.667, PAD_ps = 0.025: recall the balanced amount
+    // 0.642 * 625 000 * 1 000 000 / 1 625 000 = 246 923 bytes.
+    // The cancels come first, then the recalled data.
+    let mut cancelled = 0;
+    let t = loop {
+        match tx.poll_transmit(Time::ZERO, &mut views) {
+            Some(Output::Cancel(c)) => {
+                assert_eq!(c.subflow, SubflowId(1));
+                cancelled += c.end - c.start;
+            }
+            Some(Output::Data(t)) => break t,
+            None => panic!("recalled data must go out"),
+        }
+    };
     assert_eq!(t.subflow, SubflowId(0));
     assert!(t.reinjected);
     assert_eq!(tx.stats().recalls, 1);
-    assert_eq!(tx.stats().recalled_bytes, 400_000);
-    let mut cancelled = 0;
-    while let Some(SenderEvent::Cancel {
-        subflow,
-        start,
-        end,
-        ..
-    }) = tx.poll_event()
-    {
-        assert_eq!(subflow, SubflowId(1));
-        cancelled += end - start;
+    assert_eq!(tx.stats().recalled_bytes, 246_923);
+    assert_eq!(cancelled, 246_923);
+    assert_eq!(tx.outstanding(SubflowId(1)), 400_000 - 246_923);
+}
+
+/// Prefers helper subflow 1 and recalls from it once.
+#[derive(Debug, Default)]
+struct RecallOnce {
+    recalled: bool,
+}
+
+impl Scheduler for RecallOnce {
+    fn name(&self) -> &'static str {
+        "recall-once"
     }
-    assert_eq!(cancelled, 400_000);
-    assert_eq!(tx.outstanding(SubflowId(1)), 0);
+    fn select(&mut self, _ctx: &SchedContext, paths: &[PathView]) -> Decision {
+        paths
+            .iter()
+            .filter(|p| p.idle)
+            .min_by_key(|p| p.id)
+            .map_or(Decision::Defer, |p| Decision::Send(p.id))
+    }
+    fn reinjection(&mut self, _ctx: &SchedContext, _paths: &[PathView]) -> Option<Recall> {
+        (!std::mem::replace(&mut self.recalled, true)).then_some(Recall {
+            from: SubflowId(1),
+            bytes: 5000,
+        })
+    }
+}
+
+/// Regression: cancels come out before the recalled data (a helper that saw the new copy
+/// before the cancel would drop it), and recalled data goes to another subflow.
+#[test]
+fn cancels_precede_recalled_data_which_avoids_its_source() {
+    let mut tx = Sender::new(
+        Box::new(RecallOnce::default()),
+        SenderConfig {
+            max_segment: 1000,
+            ..SenderConfig::default()
+        },
+    );
+    let s = StreamId(0);
+    tx.open_stream(s).unwrap();
+    let data = pattern(10_000, 3);
+    tx.write(s, Bytes::copy_from_slice(&data)).unwrap();
+    tx.finish(s).unwrap();
+    let mut views = vec![
+        PathView::new(SubflowId(1), PathKind::Helper),
+        PathView::new(SubflowId(2), PathKind::Helper),
+    ];
+    let mut queues: [VecDeque<Transmit>; 2] = [VecDeque::new(), VecDeque::new()];
+    let mut outputs = Vec::new();
+    while let Some(out) = tx.poll_transmit(Time::ZERO, &mut views) {
+        match &out {
+            Output::Data(t) => queues[t.subflow.0 as usize - 1].push_back(t.clone()),
+            Output::Cancel(c) => {
+                let q = &mut queues[c.subflow.0 as usize - 1];
+                *q = cancel_queued(std::mem::take(q), c);
+            }
+        }
+        outputs.push(out);
+    }
+    // Ten first sends on subflow 1, then five cancels, then the recalled 5 000 bytes on 2.
+    let first_cancel = outputs
+        .iter()
+        .position(|o| matches!(o, Output::Cancel(_)))
+        .expect("a cancel");
+    assert_eq!(first_cancel, 10);
+    let recalled: Vec<&Transmit> = outputs[first_cancel..]
+        .iter()
+        .filter_map(|o| match o {
+            Output::Data(t) => Some(t),
+            Output::Cancel(_) => None,
+        })
+        .collect();
+    assert!(outputs[first_cancel..first_cancel + 5]
+        .iter()
+        .all(|o| matches!(o, Output::Cancel(_))));
+    assert_eq!(
+        recalled.iter().map(|t| t.payload.len()).sum::<usize>(),
+        5000
+    );
+    assert!(recalled
+        .iter()
+        .all(|t| t.subflow == SubflowId(2) && t.reinjected));
+    // Both helpers deliver what they still hold: everything arrives once.
+    let mut rx = Receiver::new(ReceiverConfig::default());
+    rx.open_stream(s).unwrap();
+    for t in queues.into_iter().flatten() {
+        if !t.payload.is_empty() {
+            rx.on_data(Time::ZERO, s, t.dsn, t.payload).unwrap();
+        }
+        if let Some(f) = t.fin {
+            rx.on_fin(s, f).unwrap();
+        }
+    }
+    let mut got = Vec::new();
+    while let Some(b) = rx.read(s, usize::MAX) {
+        got.extend_from_slice(&b);
+    }
+    assert!(got == data, "stream differs");
+    assert_eq!(
+        rx.stream(s).unwrap().duplicate_bytes(),
+        0,
+        "helper 1 dropped its copy"
+    );
+    tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
+    assert!(tx.is_complete(s));
 }

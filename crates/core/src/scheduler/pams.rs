@@ -50,6 +50,19 @@ pub fn pad(p: &PathView) -> f64 {
     }
 }
 
+/// How many bytes a reinjection recalls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecallAmount {
+    /// `r = (maxPAD - minPAD) · B_max`, as in MPBond §4.3.4.
+    Paper,
+    /// `r = (maxPAD - minPAD) · B_max · B_min / (B_max + B_min)`: the amount after which both
+    /// subflows finish together. Moving `x` bytes from the slowest subflow A to the fastest B
+    /// ends A at `PAD_A - x/B_A` and B at `PAD_B + x/B_B`; equating them gives this `x`. The
+    /// paper's amount is larger by `(B_A + B_B) / B_B`, which makes B the slowest subflow and
+    /// sends data back, most visibly on short transfers. An mpbond refinement.
+    Balanced,
+}
+
 /// Settings of PAMS.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PamsConfig {
@@ -58,6 +71,8 @@ pub struct PamsConfig {
     pub eta: f64,
     /// Whether to reinject at all.
     pub reinjection: bool,
+    /// The recall amount formula.
+    pub recall: RecallAmount,
     /// After a recall, no further recall for this many RTTs of the recalled subflow's
     /// sender-side path, so that PAD can reflect the first one (the cancel has to reach the
     /// helper and fresh feedback has to come back). An mpbond addition; the paper does not say
@@ -72,6 +87,7 @@ impl Default for PamsConfig {
         PamsConfig {
             eta: 0.2,
             reinjection: true,
+            recall: RecallAmount::Balanced,
             hold_rtts: 1.0,
             min_hold: Duration::from_millis(10),
         }
@@ -146,14 +162,17 @@ impl Scheduler for Pams {
     }
 
     /// Reinjection (§4.3.4): when nothing is left unscheduled and
-    /// `(maxPAD - minPAD) / minPAD > eta`, recall `r = (maxPAD - minPAD) * B` bytes from the
-    /// subflow with the largest PAD, `B` being that subflow's effective throughput. Only a
-    /// subflow with unacknowledged data can be the source.
+    /// `(maxPAD - minPAD) / minPAD > eta`, recall bytes from the subflow with the largest PAD:
+    /// `(maxPAD - minPAD) * B` with `B` that subflow's effective throughput ([`RecallAmount`]
+    /// says which formula). Only a subflow with unacknowledged data can be the source.
     fn reinjection(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Option<Recall> {
         if !self.cfg.reinjection || ctx.untransmitted > 0 || ctx.now < self.hold_until {
             return None;
         }
-        let min_pad = paths.iter().map(pad).fold(f64::INFINITY, f64::min);
+        let (min_pad, min_th) = paths
+            .iter()
+            .map(|p| (pad(p), p.effective_throughput()))
+            .fold((f64::INFINITY, 0.0), |a, b| if b.0 < a.0 { b } else { a });
         let (src, max_pad) = paths
             .iter()
             .filter(|p| p.outstanding > 0)
@@ -168,7 +187,12 @@ impl Scheduler for Pams {
         if (max_pad - min_pad) / min_pad <= self.cfg.eta {
             return None;
         }
-        let r = ((max_pad - min_pad) * src.effective_throughput()).floor();
+        let th = src.effective_throughput();
+        let r = match self.cfg.recall {
+            RecallAmount::Paper => (max_pad - min_pad) * th,
+            RecallAmount::Balanced => (max_pad - min_pad) * th * min_th / (th + min_th).max(1e-9),
+        }
+        .floor();
         let bytes = (r as u64).min(src.outstanding);
         if bytes == 0 {
             return None;
@@ -308,10 +332,17 @@ mod tests {
         assert_eq!(s.select(&ctx(1), &all_busy), Decision::Defer);
     }
 
+    fn paper() -> Pams {
+        Pams::new(PamsConfig {
+            recall: RecallAmount::Paper,
+            ..PamsConfig::default()
+        })
+    }
+
     #[test]
     fn reinjection_amount() {
         let paths = two_paths();
-        let mut s = Pams::default();
+        let mut s = paper();
         // Something still unscheduled: no reinjection.
         assert_eq!(s.reinjection(&ctx(1), &paths), None);
         // (0.527 - 0.075) / 0.075 = 6.03 > 0.2; r = 0.452 * min(1.25 MB/s, 625 kB/s)
@@ -328,6 +359,24 @@ mod tests {
         let mut later = ctx(0);
         later.now = Time::from_millis(51);
         assert!(s.reinjection(&later, &paths).is_some());
+    }
+
+    #[test]
+    fn balanced_reinjection_amount() {
+        // Same paths: B_max = 625 000 B/s (helper), B_min = 1 000 000 B/s (PS).
+        // r = 0.452 * 625 000 * 1 000 000 / 1 625 000 = 173 846 bytes; afterwards both end at
+        // 0.075 + 173 846 / 1e6 = 0.527 - 173 846 / 625 000 = 0.2488 s.
+        let mut s = Pams::default();
+        assert_eq!(
+            s.reinjection(&ctx(0), &two_paths()),
+            Some(Recall {
+                from: SubflowId(1),
+                bytes: 173_846
+            })
+        );
+        let end_a: f64 = 0.527 - 173_846.0 / 625_000.0;
+        let end_b = 0.075 + 173_846.0 / 1_000_000.0;
+        assert!((end_a - end_b).abs() < 1e-5);
     }
 
     #[test]
@@ -353,7 +402,7 @@ mod tests {
         let mut paths = two_paths();
         paths[1].outstanding = 1000;
         assert_eq!(
-            Pams::default().reinjection(&ctx(0), &paths),
+            paper().reinjection(&ctx(0), &paths),
             Some(Recall {
                 from: SubflowId(1),
                 bytes: 1000

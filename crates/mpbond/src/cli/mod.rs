@@ -1,0 +1,3 @@
+//! Command-line front end: one binary, one subcommand per role or tool.
+
+pub mod sim;

@@ -1,0 +1,330 @@
+//! `mpbond sim`: run the simulator from the command line.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use mpbond_core::scheduler::{RecallAmount, NAMES};
+use mpbond_sim::rate::Trace;
+use mpbond_sim::report::human_bytes;
+use mpbond_sim::spec::{
+    parse_duration, parse_list, parse_rate_bps, parse_size, Change, FeedbackRoute, HelperSpec,
+    LinkRef, PathSpec, RateSource,
+};
+use mpbond_sim::{Scenario, SimResult};
+
+/// Options of `mpbond sim`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Rates are in Mbps unless a unit is given (500kbps, 1Gbps); 'down' is 0. Sizes: 512KB, 10MB
+(powers of 10) or 4MiB (powers of 2). Lists are comma-separated, one value per helper; a list
+shorter than the number of helpers repeats its last value.
+
+Several values for --devices, --size or --scheduler run every combination and print a
+comparison table with each run's ratio to the fluid lower bound.
+
+Examples:
+  mpbond sim --ps 8 --hs 10 --pipe 5 --size 10MB --scheduler pams
+  mpbond sim --ps 8 --hs 10,6 --pipe 5,3 --size 10MB --json
+  mpbond sim --ps 5 --hs 10 --pipe 5 --size 4MB --at 2s:pipe1=1 --scheduler pams --no-reinject
+  mpbond sim --devices 1,2,3 --size 512KB,1MB,2MB --scheduler all")]
+pub struct SimArgs {
+    /// PS-Path (primary's own WAN) downlink rate, Mbps.
+    #[arg(long, default_value = "8", value_name = "RATE")]
+    ps: String,
+    /// HS-Path downlink rate of each helper, Mbps. "none" for no helper.
+    #[arg(long, default_value = "10", value_name = "LIST")]
+    hs: String,
+    /// Pipe rate (helper to primary) of each helper, Mbps.
+    #[arg(long, default_value = "5", value_name = "LIST")]
+    pipe: String,
+    /// Number of devices (primary + helpers) to run; overrides the length of --hs/--pipe.
+    #[arg(long, value_name = "LIST")]
+    devices: Option<String>,
+    /// Round-trip propagation delay of the PS-Path.
+    #[arg(long, default_value = "50ms", value_name = "DUR")]
+    rtt_ps: String,
+    /// Round-trip propagation delay of each HS-Path.
+    #[arg(long, default_value = "50ms", value_name = "LIST")]
+    rtt_hs: String,
+    /// Round-trip propagation delay of each pipe.
+    #[arg(long, default_value = "4ms", value_name = "LIST")]
+    rtt_pipe: String,
+    /// Drop-tail queue of every link, bytes (default: one bandwidth-delay product).
+    #[arg(long, value_name = "SIZE")]
+    queue: Option<String>,
+    /// Random packet loss on a link, e.g. --loss hs1=0.01 (repeatable).
+    #[arg(long, value_name = "LINK=P")]
+    loss: Vec<String>,
+    /// Download size(s).
+    #[arg(long, default_value = "10MB", value_name = "LIST")]
+    size: String,
+    /// Scheduler(s): pams, minrtt, roundrobin, swtc, or all.
+    #[arg(long, default_value = "pams", value_name = "LIST")]
+    scheduler: String,
+    /// PAMS reinjection threshold η.
+    #[arg(long, default_value_t = 0.2)]
+    eta: f64,
+    /// Disable PAMS reinjection.
+    #[arg(long)]
+    no_reinject: bool,
+    /// Let recalled bytes still travel from helpers instead of sending DATA_CANCEL (the
+    /// paper's behaviour).
+    #[arg(long)]
+    no_cancel: bool,
+    /// Use reported helper buffers as they are, without clamping them to the outstanding
+    /// bytes.
+    #[arg(long)]
+    no_clamp: bool,
+    /// PAMS recall amount: balanced (both subflows end together) or paper
+    /// ((maxPAD - minPAD) x B, MPBond 4.3.4).
+    #[arg(long, default_value = "balanced")]
+    recall: String,
+    /// Start pipe throughput estimates cold (initial window / RTT) instead of at the pipe's
+    /// measured rate.
+    #[arg(long)]
+    cold_pipes: bool,
+    /// A rate change: TIME:LINK=RATE, e.g. 2s:pipe1=1 or 5s:hs1=down (repeatable).
+    #[arg(long = "at", value_name = "CHANGE")]
+    changes: Vec<String>,
+    /// Make a link follow a mahimahi trace: LINK=FILE, e.g. ps=traces/Verizon-LTE-short.down
+    /// (repeatable).
+    #[arg(long, value_name = "LINK=FILE")]
+    trace: Vec<String>,
+    /// Largest STREAM_DATA payload.
+    #[arg(long, default_value = "16KiB", value_name = "SIZE")]
+    segment: String,
+    /// Not-sent low-water mark of every socket (TCP_NOTSENT_LOWAT).
+    #[arg(long, default_value = "4KiB", value_name = "SIZE")]
+    lowat: String,
+    /// Helper buffer per subflow.
+    #[arg(long, default_value = "8MiB", value_name = "SIZE")]
+    helper_buffer: String,
+    /// Pipe feedback interval.
+    #[arg(long, default_value = "20ms", value_name = "DUR")]
+    feedback_interval: String,
+    /// Feedback route: hs (always over the HS-Path) or flexible (HS-Path while it carries data,
+    /// else pipe + PS-Path).
+    #[arg(long, default_value = "hs")]
+    feedback: String,
+    /// A path with data outstanding and no progress for this long is declared dead.
+    #[arg(long, default_value = "1s", value_name = "DUR")]
+    stall_timeout: String,
+    /// Time constant of the throughput estimators (EWMA of CWND/RTT).
+    #[arg(long, default_value = "100ms", value_name = "DUR")]
+    tau: String,
+    /// What feeds the throughput estimators: delivery (the connection's delivery rate, as the
+    /// daemons read from TCP_INFO) or cwnd (CWND/RTT, as in the paper).
+    #[arg(long, default_value = "delivery")]
+    rate_source: String,
+    /// Seed for random loss.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Record per-subflow progress every DUR (in the JSON output).
+    #[arg(long, value_name = "DUR")]
+    timeline: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn extend<T: Clone>(mut v: Vec<T>, n: usize, what: &str) -> Result<Vec<T>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let Some(last) = v.last().cloned() else {
+        bail!("--{what} needs a value for the helpers");
+    };
+    v.resize(n, last);
+    Ok(v)
+}
+
+impl SimArgs {
+    fn scenarios(&self) -> Result<Vec<Scenario>> {
+        let no_helpers = self.hs.trim().eq_ignore_ascii_case("none");
+        let hs = if no_helpers {
+            Vec::new()
+        } else {
+            parse_list(&self.hs, parse_rate_bps)?
+        };
+        let pipe = if no_helpers {
+            Vec::new()
+        } else {
+            parse_list(&self.pipe, parse_rate_bps)?
+        };
+        let device_counts: Vec<usize> = match &self.devices {
+            Some(d) => parse_list(d, |x| {
+                x.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| (1..=255).contains(&n))
+                    .ok_or_else(|| {
+                        mpbond_sim::spec::SpecError(format!("bad device count {x:?}: 1 to 255"))
+                    })
+            })?,
+            None => vec![1 + hs.len().max(pipe.len())],
+        };
+        let sizes = parse_list(&self.size, parse_size)?;
+        let schedulers: Vec<String> = if self.scheduler.trim() == "all" {
+            NAMES.iter().map(|s| s.to_string()).collect()
+        } else {
+            self.scheduler
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .collect()
+        };
+        for s in &schedulers {
+            mpbond_core::by_name(s, Default::default())?;
+        }
+        let rtt_ps = parse_duration(&self.rtt_ps)?;
+        let rtt_hs = parse_list(&self.rtt_hs, parse_duration)?;
+        let rtt_pipe = parse_list(&self.rtt_pipe, parse_duration)?;
+        let queue = self.queue.as_deref().map(parse_size).transpose()?;
+        let changes: Vec<Change> = self
+            .changes
+            .iter()
+            .map(|c| Change::parse(c))
+            .collect::<Result<_, _>>()?;
+        let mut traces = Vec::new();
+        for t in &self.trace {
+            let (link, file) = t
+                .split_once('=')
+                .with_context(|| format!("bad --trace {t:?}: use LINK=FILE"))?;
+            traces.push((LinkRef::parse(link)?, Arc::new(Trace::load(file)?)));
+        }
+        let mut losses = Vec::new();
+        for l in &self.loss {
+            let (link, p) = l
+                .split_once('=')
+                .with_context(|| format!("bad --loss {l:?}: use LINK=PROBABILITY"))?;
+            let p: f64 = p
+                .parse()
+                .ok()
+                .filter(|p: &f64| (0.0..1.0).contains(p))
+                .with_context(|| format!("bad loss probability in {l:?}: 0 <= p < 1"))?;
+            losses.push((LinkRef::parse(link)?, p));
+        }
+        let feedback_route = match self.feedback.as_str() {
+            "hs" => FeedbackRoute::HsPath,
+            "flexible" => FeedbackRoute::Flexible,
+            other => bail!("bad --feedback {other:?}: hs or flexible"),
+        };
+        let mut out = Vec::new();
+        for &devices in &device_counts {
+            let n = devices - 1;
+            let hs = extend(hs.clone(), n, "hs")?;
+            let pipe = extend(pipe.clone(), n, "pipe")?;
+            let rtt_hs = extend(rtt_hs.clone(), n, "rtt-hs")?;
+            let rtt_pipe = extend(rtt_pipe.clone(), n, "rtt-pipe")?;
+            for &size in &sizes {
+                for sched in &schedulers {
+                    let mut ps = PathSpec::constant(parse_rate_bps(&self.ps)? / 1e6, rtt_ps);
+                    ps.queue_bytes = queue;
+                    let helpers = (0..n)
+                        .map(|k| {
+                            let mut h = HelperSpec {
+                                hs: PathSpec::constant(hs[k] / 1e6, rtt_hs[k]),
+                                pipe: PathSpec::constant(pipe[k] / 1e6, rtt_pipe[k]),
+                            };
+                            h.hs.queue_bytes = queue;
+                            h.pipe.queue_bytes = queue;
+                            h
+                        })
+                        .collect();
+                    let mut sc = Scenario::new(ps, helpers, size, sched);
+                    sc.pams.eta = self.eta;
+                    sc.pams.reinjection = !self.no_reinject;
+                    sc.cancel_recalled = !self.no_cancel;
+                    sc.warm_pipes = !self.cold_pipes;
+                    sc.pams.recall = match self.recall.as_str() {
+                        "balanced" => RecallAmount::Balanced,
+                        "paper" => RecallAmount::Paper,
+                        other => bail!("bad --recall {other:?}: balanced or paper"),
+                    };
+                    sc.clamp_helper_buffer = !self.no_clamp;
+                    sc.segment = parse_size(&self.segment)? as usize;
+                    sc.notsent_lowat = parse_size(&self.lowat)?;
+                    sc.helper_buffer = parse_size(&self.helper_buffer)?;
+                    sc.feedback_interval = parse_duration(&self.feedback_interval)?;
+                    sc.feedback_route = feedback_route;
+                    sc.stall_timeout = parse_duration(&self.stall_timeout)?;
+                    sc.seed = self.seed;
+                    sc.estimator_tau = parse_duration(&self.tau)?;
+                    sc.rate_source = match self.rate_source.as_str() {
+                        "delivery" => RateSource::DeliveryRate,
+                        "cwnd" => RateSource::CwndRtt,
+                        other => bail!("bad --rate-source {other:?}: delivery or cwnd"),
+                    };
+                    sc.timeline_every = self.timeline.as_deref().map(parse_duration).transpose()?;
+                    for (link, t) in &traces {
+                        sc.set_trace(*link, t.clone())?;
+                    }
+                    for c in &changes {
+                        sc.apply(c)?;
+                    }
+                    for (link, p) in &losses {
+                        sc.path_mut(*link)?.loss = *p;
+                    }
+                    if sc.segment == 0 || sc.segment > mpbond_proto::MAX_PAYLOAD {
+                        bail!("--segment must be 1 to {} bytes", mpbond_proto::MAX_PAYLOAD);
+                    }
+                    out.push(sc);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Runs `mpbond sim`.
+pub fn run(args: SimArgs) -> Result<()> {
+    let scenarios = args.scenarios()?;
+    let mut results: Vec<(usize, SimResult, f64)> = Vec::new();
+    for sc in &scenarios {
+        let t0 = Instant::now();
+        let r = mpbond_sim::run(sc)?;
+        results.push((1 + sc.helpers.len(), r, t0.elapsed().as_secs_f64()));
+    }
+    if args.json {
+        let v: Vec<&SimResult> = results.iter().map(|(_, r, _)| r).collect();
+        if v.len() == 1 {
+            println!("{}", serde_json::to_string_pretty(v[0])?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+    } else if results.len() == 1 {
+        print!("{}", results[0].1.table());
+    } else {
+        print!("{}", comparison(&results));
+    }
+    if results.iter().any(|(_, r, _)| !r.verified) {
+        bail!("a run did not deliver every byte intact (see 'verified' above)");
+    }
+    Ok(())
+}
+
+fn comparison(results: &[(usize, SimResult, f64)]) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:>7} {:>9} {:<11} {:>10} {:>11} {:>8} {:>9}",
+        "devices", "size", "scheduler", "download", "lower bound", "ratio", "gap"
+    );
+    for (devices, r, _) in results {
+        let _ = writeln!(
+            o,
+            "{:>7} {:>9} {:<11} {:>10} {:>9.3} s {:>8} {:>7.3} s",
+            devices,
+            human_bytes(r.size_bytes),
+            r.scheduler,
+            r.download_time_s
+                .map_or("timeout".into(), |d| format!("{d:.3} s")),
+            r.lower_bound_s,
+            r.ratio_to_bound.map_or("-".into(), |x| format!("{x:.3}")),
+            r.completion_gap_s
+        );
+    }
+    o
+}

@@ -1,0 +1,157 @@
+//! What a run reports, as JSON (serde) or as a readable table.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+/// Per-subflow results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SubflowResult {
+    /// `ps` or `helper<k>`.
+    pub name: String,
+    /// When the last new byte carried by this subflow reached the primary, seconds.
+    pub completion_s: Option<f64>,
+    /// New (first-copy) payload bytes it delivered to the primary.
+    pub bytes: u64,
+    /// Payload bytes it delivered that had already arrived another way.
+    pub duplicate_bytes: u64,
+    /// Payload bytes the scheduler put on it.
+    pub scheduled_bytes: u64,
+    /// TCP packets retransmitted on its links.
+    pub retransmitted_packets: u64,
+    /// TCP retransmission timeouts on its links.
+    pub timeouts: u64,
+    /// When the proxy declared it dead, if it did.
+    pub died_s: Option<f64>,
+}
+
+/// Reinjection counters.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Reinjection {
+    /// PAMS recalls.
+    pub recalls: u64,
+    /// Bytes recalled by PAMS.
+    pub recalled_bytes: u64,
+    /// Bytes scheduled a second time (recalls and dead subflows).
+    pub reinjected_bytes: u64,
+    /// Bytes taken back from dead subflows.
+    pub rescued_bytes: u64,
+    /// Recalled bytes helpers dropped from their buffers on `DATA_CANCEL`.
+    pub cancelled_at_helpers: u64,
+}
+
+/// Cumulative new bytes per subflow at one instant.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimelinePoint {
+    /// Seconds.
+    pub t: f64,
+    /// Per subflow, in the order of `subflows`.
+    pub bytes: Vec<u64>,
+}
+
+/// The result of one simulation run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SimResult {
+    /// Scheduler used.
+    pub scheduler: String,
+    /// Download size, bytes.
+    pub size_bytes: u64,
+    /// Time until the primary's application had every byte, seconds; `None` if the run hit
+    /// its time limit.
+    pub download_time_s: Option<f64>,
+    /// The fluid lower bound, seconds.
+    pub lower_bound_s: f64,
+    /// Download time over the lower bound.
+    pub ratio_to_bound: Option<f64>,
+    /// Last minus first completion among subflows that carried data, seconds.
+    pub completion_gap_s: f64,
+    /// Per subflow.
+    pub subflows: Vec<SubflowResult>,
+    /// Reinjection counters.
+    pub reinjection: Reinjection,
+    /// Every byte arrived, exactly once in the application stream, equal to what was sent.
+    pub verified: bool,
+    /// Events processed.
+    pub events: u64,
+    /// Progress samples, when requested.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// Formats a byte count with a decimal unit.
+pub fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} KB", b / 1e3)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn secs(x: Option<f64>) -> String {
+    x.map_or("-".to_string(), |v| format!("{v:.3} s"))
+}
+
+impl SimResult {
+    /// A readable multi-line summary.
+    pub fn table(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "scheduler {}  size {}  {}",
+            self.scheduler,
+            human_bytes(self.size_bytes),
+            if self.verified {
+                "data verified"
+            } else {
+                "DATA NOT VERIFIED"
+            }
+        );
+        let _ = writeln!(
+            o,
+            "download time {}   lower bound {:.3} s   ratio {}",
+            secs(self.download_time_s),
+            self.lower_bound_s,
+            self.ratio_to_bound
+                .map_or("-".to_string(), |r| format!("{r:.3}"))
+        );
+        let _ = writeln!(
+            o,
+            "{:<9} {:>10} {:>11} {:>6} {:>10} {:>7} {:>5}",
+            "subflow", "completes", "bytes", "share", "duplicate", "retrans", "died"
+        );
+        for s in &self.subflows {
+            let share = if self.size_bytes > 0 {
+                100.0 * s.bytes as f64 / self.size_bytes as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                o,
+                "{:<9} {:>10} {:>11} {:>5.1}% {:>10} {:>7} {:>5}",
+                s.name,
+                secs(s.completion_s),
+                human_bytes(s.bytes),
+                share,
+                human_bytes(s.duplicate_bytes),
+                s.retransmitted_packets,
+                s.died_s.map_or("-".to_string(), |d| format!("{d:.1}s"))
+            );
+        }
+        let r = &self.reinjection;
+        let _ = writeln!(
+            o,
+            "completion gap {:.3} s   reinjection: {} recalls, {} recalled, {} rescued from dead subflows, {} dropped at helpers",
+            self.completion_gap_s,
+            r.recalls,
+            human_bytes(r.recalled_bytes),
+            human_bytes(r.rescued_bytes),
+            human_bytes(r.cancelled_at_helpers)
+        );
+        o
+    }
+}

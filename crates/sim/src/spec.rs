@@ -1,0 +1,422 @@
+//! Scenario description and the parsers for its textual form (`10MB`, `8` Mbps, `50ms`,
+//! `2s:pipe1=1`), shared by `mpbond sim` and the tests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mpbond_core::{PamsConfig, Time};
+
+use crate::rate::{RateProfile, Source, Trace};
+use crate::tcp::TcpConfig;
+
+/// Errors in a scenario's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
+
+fn err<T>(msg: String) -> Result<T, SpecError> {
+    Err(SpecError(msg))
+}
+
+/// Parses a size: `10MB` (10^6), `512KB` (10^3), `1GB`, `4MiB` (2^20), `64KiB`, or plain bytes.
+pub fn parse_size(s: &str) -> Result<u64, SpecError> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let units: [(&str, f64); 8] = [
+        ("gib", (1u64 << 30) as f64),
+        ("mib", (1u64 << 20) as f64),
+        ("kib", 1024.0),
+        ("gb", 1e9),
+        ("mb", 1e6),
+        ("kb", 1e3),
+        ("b", 1.0),
+        ("", 1.0),
+    ];
+    for (u, mult) in units {
+        if let Some(num) = lower.strip_suffix(u) {
+            if let Ok(v) = num.trim().parse::<f64>() {
+                if v.is_finite() && v >= 0.0 && v * mult < 1e15 {
+                    return Ok((v * mult).round() as u64);
+                }
+            }
+        }
+    }
+    err(format!(
+        "bad size {s:?}: use a number with an optional unit B, KB, MB, GB (powers of 10) or KiB, MiB, GiB"
+    ))
+}
+
+/// Parses a rate in Mbps: `8`, `8Mbps`, `500kbps`, `1.5Gbps`, or `down` (0).
+pub fn parse_rate_bps(s: &str) -> Result<f64, SpecError> {
+    let t = s.trim().to_ascii_lowercase();
+    if t == "down" || t == "off" {
+        return Ok(0.0);
+    }
+    let (num, mult) = if let Some(n) = t.strip_suffix("gbps") {
+        (n, 1e9)
+    } else if let Some(n) = t.strip_suffix("mbps") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix("kbps") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix("bps") {
+        (n, 1.0)
+    } else {
+        (t.as_str(), 1e6)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v * mult),
+        _ => err(format!(
+            "bad rate {s:?}: give Mbps as a number (e.g. 8 or 0.5), a unit (500kbps, 1Gbps), or 'down'"
+        )),
+    }
+}
+
+/// Parses a duration: `50ms`, `2s`, `1.5s`, `250us`, `1m`.
+pub fn parse_duration(s: &str) -> Result<Duration, SpecError> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        return err(format!("bad duration {s:?}: add a unit, e.g. 50ms or 2s"));
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if (0.0..1e9).contains(&v) => Ok(Duration::from_secs_f64(v * mult)),
+        _ => err(format!("bad duration {s:?}")),
+    }
+}
+
+/// Which link a change or a trace applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkRef {
+    /// The PS-Path.
+    Ps,
+    /// HS-Path of helper `k` (1-based, as written).
+    Hs(usize),
+    /// Pipe of helper `k` (1-based).
+    Pipe(usize),
+}
+
+impl LinkRef {
+    /// Parses `ps`, `hs1`, `pipe2` (a bare `hs`/`pipe` means helper 1).
+    pub fn parse(s: &str) -> Result<LinkRef, SpecError> {
+        let t = s.trim().to_ascii_lowercase();
+        let num = |rest: &str| -> Result<usize, SpecError> {
+            if rest.is_empty() {
+                return Ok(1);
+            }
+            match rest.parse::<usize>() {
+                Ok(k) if k >= 1 => Ok(k),
+                _ => err(format!("bad link {s:?}: helpers are numbered from 1")),
+            }
+        };
+        if t == "ps" {
+            Ok(LinkRef::Ps)
+        } else if let Some(r) = t.strip_prefix("pipe") {
+            Ok(LinkRef::Pipe(num(r)?))
+        } else if let Some(r) = t.strip_prefix("hs") {
+            Ok(LinkRef::Hs(num(r)?))
+        } else {
+            err(format!("bad link {s:?}: use ps, hs<k> or pipe<k>"))
+        }
+    }
+}
+
+/// A timed change: `2s:pipe1=1` (at 2 s the pipe of helper 1 drops to 1 Mbps),
+/// `5s:hs2=down`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// When.
+    pub at: Duration,
+    /// Which link.
+    pub link: LinkRef,
+    /// The new rate, bits per second.
+    pub bps: f64,
+}
+
+impl Change {
+    /// Parses `TIME:LINK=RATE`.
+    pub fn parse(s: &str) -> Result<Change, SpecError> {
+        let usage = || {
+            SpecError(format!(
+                "bad change {s:?}: use TIME:LINK=RATE, e.g. 2s:pipe1=1"
+            ))
+        };
+        let (time, rest) = s.split_once(':').ok_or_else(usage)?;
+        let (link, rate) = rest.split_once('=').ok_or_else(usage)?;
+        Ok(Change {
+            at: parse_duration(time)?,
+            link: LinkRef::parse(link)?,
+            bps: parse_rate_bps(rate)?,
+        })
+    }
+}
+
+/// A comma-separated list; each element parsed by `f`.
+pub fn parse_list<T>(
+    s: &str,
+    f: impl Fn(&str) -> Result<T, SpecError>,
+) -> Result<Vec<T>, SpecError> {
+    s.split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(f)
+        .collect()
+}
+
+/// One path's link settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathSpec {
+    /// Capacity over time (the direction that carries the download).
+    pub rate: RateProfile,
+    /// Round-trip propagation delay of the path.
+    pub rtt: Duration,
+    /// Drop-tail queue in bytes; `None` sizes it to one bandwidth-delay product (at least 16
+    /// packets).
+    pub queue_bytes: Option<u64>,
+    /// Random loss probability per packet.
+    pub loss: f64,
+}
+
+impl PathSpec {
+    /// A constant-rate path.
+    pub fn constant(mbps: f64, rtt: Duration) -> Self {
+        PathSpec {
+            rate: RateProfile::constant(mbps * 1e6),
+            rtt,
+            queue_bytes: None,
+            loss: 0.0,
+        }
+    }
+
+    /// One-way delay (half the RTT).
+    pub fn owd(&self) -> Duration {
+        self.rtt / 2
+    }
+
+    /// The queue limit actually used.
+    pub fn queue_limit(&self, mss: u64) -> u64 {
+        self.queue_bytes.unwrap_or_else(|| {
+            let bdp = self.rate.nominal_bps(Time::ZERO) / 8.0 * self.rtt.as_secs_f64();
+            (bdp as u64).max(16 * (mss + 52))
+        })
+    }
+}
+
+/// One helper: its HS-Path and its pipe.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HelperSpec {
+    /// The helper's WAN path to the proxy.
+    pub hs: PathSpec,
+    /// The pipe to the primary.
+    pub pipe: PathSpec,
+}
+
+/// How pipe feedback reaches the sender (MPBond §5, §6.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeedbackRoute {
+    /// Always over the HS-Path ("fixed-always").
+    HsPath,
+    /// Over the HS-Path while it carries data, else over pipe + PS-Path ("flexible").
+    Flexible,
+}
+
+/// What the throughput estimators are fed (MPBond §4.3.2 uses CWND/RTT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateSource {
+    /// The connection's delivery-rate samples, as the daemons read tcpi_delivery_rate.
+    DeliveryRate,
+    /// CWND / smoothed RTT, as in the paper.
+    CwndRtt,
+}
+
+/// Everything a simulation run needs.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// The primary's own WAN path.
+    pub ps: PathSpec,
+    /// The helpers.
+    pub helpers: Vec<HelperSpec>,
+    /// Download size in bytes.
+    pub size: u64,
+    /// Scheduler name.
+    pub scheduler: String,
+    /// PAMS settings (η, reinjection).
+    pub pams: PamsConfig,
+    /// Largest `STREAM_DATA` payload.
+    pub segment: usize,
+    /// The sender writes to a subflow only while its not-sent bytes are below this
+    /// (TCP_NOTSENT_LOWAT).
+    pub notsent_lowat: u64,
+    /// Bytes a helper buffers per subflow before it stops reading its HS-Path.
+    pub helper_buffer: u64,
+    /// How often helpers report pipe state.
+    pub feedback_interval: Duration,
+    /// Which way feedback travels.
+    pub feedback_route: FeedbackRoute,
+    /// Send `DATA_CANCEL` for recalled bytes.
+    pub cancel_recalled: bool,
+    /// Clamp reported helper buffers to the outstanding bytes.
+    pub clamp_helper_buffer: bool,
+    /// A path with data outstanding and no progress for this long is declared dead.
+    pub stall_timeout: Duration,
+    /// Time constant of the throughput estimators.
+    pub estimator_tau: Duration,
+    /// What the throughput estimators are fed.
+    pub rate_source: RateSource,
+    /// Start each pipe's throughput estimate at the pipe's rate, as if measured when the pipe
+    /// was set up (pipes are long-lived local links); otherwise start from the initial window
+    /// over the RTT like a fresh connection.
+    pub warm_pipes: bool,
+    /// TCP model settings.
+    pub tcp: TcpConfig,
+    /// Seed for random loss and trace offsets.
+    pub seed: u64,
+    /// Give up after this much simulated time.
+    pub time_limit: Duration,
+    /// Record per-subflow progress every this often, if set.
+    pub timeline_every: Option<Duration>,
+}
+
+impl Scenario {
+    /// The paper's common setting with `helpers` helpers: PS 8 Mbps, each HS 10 Mbps and pipe
+    /// 5 Mbps, WAN RTT 50 ms, pipe RTT 4 ms.
+    pub fn paper_common(helpers: usize, size: u64, scheduler: &str) -> Scenario {
+        Scenario::new(
+            PathSpec::constant(8.0, Duration::from_millis(50)),
+            (0..helpers)
+                .map(|_| HelperSpec {
+                    hs: PathSpec::constant(10.0, Duration::from_millis(50)),
+                    pipe: PathSpec::constant(5.0, Duration::from_millis(4)),
+                })
+                .collect(),
+            size,
+            scheduler,
+        )
+    }
+
+    /// A scenario with default settings for everything but the topology.
+    pub fn new(ps: PathSpec, helpers: Vec<HelperSpec>, size: u64, scheduler: &str) -> Scenario {
+        Scenario {
+            ps,
+            helpers,
+            size,
+            scheduler: scheduler.to_string(),
+            pams: PamsConfig::default(),
+            segment: 16_384,
+            notsent_lowat: 4096,
+            helper_buffer: 8 << 20,
+            feedback_interval: Duration::from_millis(20),
+            feedback_route: FeedbackRoute::HsPath,
+            cancel_recalled: true,
+            clamp_helper_buffer: true,
+            stall_timeout: Duration::from_secs(1),
+            estimator_tau: Duration::from_millis(100),
+            rate_source: RateSource::DeliveryRate,
+            warm_pipes: true,
+            tcp: TcpConfig::default(),
+            seed: 1,
+            time_limit: Duration::from_secs(3600),
+            timeline_every: None,
+        }
+    }
+
+    /// Applies a timed change.
+    pub fn apply(&mut self, c: &Change) -> Result<(), SpecError> {
+        let at = Time::from_secs_f64(c.at.as_secs_f64());
+        let path = self.path_mut(c.link)?;
+        path.rate.change_at(at, Source::Constant(c.bps));
+        Ok(())
+    }
+
+    /// Makes a link follow a trace from time 0.
+    pub fn set_trace(&mut self, link: LinkRef, trace: Arc<Trace>) -> Result<(), SpecError> {
+        self.path_mut(link)?.rate = RateProfile::trace(trace);
+        Ok(())
+    }
+
+    /// The path settings of a link.
+    pub fn path_mut(&mut self, link: LinkRef) -> Result<&mut PathSpec, SpecError> {
+        let n = self.helpers.len();
+        let missing = |k: usize| {
+            SpecError(format!(
+                "helper {k} does not exist: this scenario has {n} helper(s)"
+            ))
+        };
+        match link {
+            LinkRef::Ps => Ok(&mut self.ps),
+            LinkRef::Hs(k) => self
+                .helpers
+                .get_mut(k - 1)
+                .map(|h| &mut h.hs)
+                .ok_or_else(|| missing(k)),
+            LinkRef::Pipe(k) => self
+                .helpers
+                .get_mut(k - 1)
+                .map(|h| &mut h.pipe)
+                .ok_or_else(|| missing(k)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("10MB").unwrap(), 10_000_000);
+        assert_eq!(parse_size("512KB").unwrap(), 512_000);
+        assert_eq!(parse_size("4MiB").unwrap(), 4 << 20);
+        assert_eq!(parse_size("1.5 kb").unwrap(), 1500);
+        assert_eq!(parse_size("123").unwrap(), 123);
+        assert!(parse_size("ten").unwrap_err().0.contains("MiB"));
+        assert!(parse_size("-1MB").is_err());
+    }
+
+    #[test]
+    fn rates_durations_changes() {
+        assert_eq!(parse_rate_bps("8").unwrap(), 8e6);
+        assert_eq!(parse_rate_bps("500kbps").unwrap(), 5e5);
+        assert_eq!(parse_rate_bps("down").unwrap(), 0.0);
+        assert!(parse_rate_bps("fast").is_err());
+        assert_eq!(parse_duration("50ms").unwrap(), Duration::from_millis(50));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("50").unwrap_err().0.contains("unit"));
+        assert_eq!(
+            Change::parse("2s:pipe1=1").unwrap(),
+            Change {
+                at: Duration::from_secs(2),
+                link: LinkRef::Pipe(1),
+                bps: 1e6
+            }
+        );
+        assert_eq!(Change::parse("5s:hs=down").unwrap().link, LinkRef::Hs(1));
+        assert!(Change::parse("2s-pipe1").is_err());
+        assert!(LinkRef::parse("hs0").is_err());
+        assert_eq!(
+            parse_list("10, 6", parse_rate_bps).unwrap(),
+            vec![10e6, 6e6]
+        );
+    }
+
+    #[test]
+    fn changes_apply_to_existing_links_only() {
+        let mut s = Scenario::paper_common(1, 1000, "pams");
+        s.apply(&Change::parse("2s:pipe1=1").unwrap()).unwrap();
+        assert_eq!(
+            s.helpers[0].pipe.rate.nominal_bps(Time::from_millis(2500)),
+            1e6
+        );
+        assert_eq!(
+            s.helpers[0].pipe.rate.nominal_bps(Time::from_millis(1500)),
+            5e6
+        );
+        let e = s.apply(&Change::parse("1s:hs2=3").unwrap()).unwrap_err();
+        assert!(e.0.contains("1 helper"), "{e}");
+    }
+}

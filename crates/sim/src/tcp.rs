@@ -1,0 +1,609 @@
+//! A TCP-like connection over one emulated link, carrying a byte stream of frames.
+//!
+//! Model (docs/sim.md has the full list of what it leaves out):
+//! - **Stream.** The owner writes frames; each occupies a range of stream offsets. Packets carry
+//!   up to one MSS of offsets. The receiver reassembles offsets and hands frames to its owner
+//!   in order once their last byte arrived, as a real TCP socket plus a frame decoder would.
+//! - **Congestion control.** CUBIC (RFC 8312: C = 0.4, β = 0.7, fast convergence, the
+//!   Reno-friendly region) after a slow start from an initial window of 10 segments, as the
+//!   proxy's decoupled CUBIC in MPBond §6.1.
+//! - **Loss recovery.** Every packet is acknowledged individually (like SACK). Links are FIFO,
+//!   so when a packet is acknowledged every earlier-sent packet still unacknowledged is lost
+//!   (RACK with a zero reordering window); it is resent first, and the window is reduced once
+//!   per recovery episode. A retransmission timeout (RFC 6298, 200 ms floor, exponential
+//!   backoff) resends everything in flight and restarts from one segment.
+//! - **Delivery rate.** Each ACK yields a delivery-rate sample as Linux computes
+//!   tcpi_delivery_rate (draft-cheng-iccrg-delivery-rate-estimation): bytes delivered between a
+//!   packet's send and its ACK over the longer of the send and ACK intervals, flagged
+//!   application-limited when the sender had run out of data.
+//! - **Flow control.** The owner may cap the bytes in flight by a receive window.
+//! - **Sender queue.** Bytes written but never sent are "not sent" bytes; the owner writes
+//!   only while they are below a low-water mark, as the daemons do with TCP_NOTSENT_LOWAT.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use mpbond_core::ranges::RangeSet;
+use mpbond_core::Time;
+
+use crate::link::{Link, LinkConfig, Offer, Packet};
+use crate::rng::Rng;
+
+/// Settings of a connection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TcpConfig {
+    /// Payload bytes per packet.
+    pub mss: u64,
+    /// Initial congestion window, packets (Linux: 10).
+    pub initial_window: u64,
+    /// Lower bound of the retransmission timeout.
+    pub min_rto: Duration,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1448,
+            initial_window: 10,
+            min_rto: Duration::from_millis(200),
+        }
+    }
+}
+
+const CUBIC_C: f64 = 0.4;
+const CUBIC_BETA: f64 = 0.7;
+
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    start: u64,
+    end: u64,
+    at: Time,
+    retransmission: bool,
+    /// Delivery-rate state when it was sent.
+    delivered: u64,
+    delivered_time: Time,
+    first_sent_time: Time,
+    app_limited: bool,
+}
+
+/// A delivery-rate sample (what TCP_INFO reports as tcpi_delivery_rate and
+/// tcpi_delivery_rate_app_limited).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateSample {
+    /// Bytes per second.
+    pub rate: f64,
+    /// The sender was application-limited, so the sample may understate the path.
+    pub app_limited: bool,
+}
+
+/// Counters of a connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpStats {
+    /// Packets sent, including retransmissions.
+    pub packets_sent: u64,
+    /// Packets retransmitted.
+    pub retransmissions: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+}
+
+/// One TCP connection (sender, link and receiver) carrying frames of type `F`.
+#[derive(Debug)]
+pub struct Tcp<F> {
+    cfg: TcpConfig,
+    link: Link,
+    ack_delay: Duration,
+    // --- sender ---
+    frames: VecDeque<(u64, F)>,
+    written: u64,
+    next_send: u64,
+    lost: RangeSet,
+    inflight: BTreeMap<u64, Sent>,
+    inflight_bytes: u64,
+    next_id: u64,
+    cwnd: f64,
+    ssthresh: f64,
+    w_max: f64,
+    w_last_max: f64,
+    epoch: Option<(Time, f64, f64)>,
+    recovery_until: Option<u64>,
+    srtt: Option<f64>,
+    rttvar: f64,
+    min_rtt: f64,
+    backoff: u32,
+    rto_at: Option<Time>,
+    bytes_acked: u64,
+    last_progress: Time,
+    rwnd: Option<u64>,
+    stats: TcpStats,
+    rate_delivered: u64,
+    rate_delivered_time: Time,
+    rate_first_sent: Time,
+    app_limited_until: u64,
+    rate: Option<RateSample>,
+    // --- receiver ---
+    received: RangeSet,
+    delivered: u64,
+}
+
+impl<F> Tcp<F> {
+    /// A connection over a link with `link` settings whose ACKs take `ack_delay` back.
+    pub fn new(cfg: TcpConfig, link: LinkConfig, ack_delay: Duration) -> Self {
+        let cwnd = (cfg.initial_window * cfg.mss) as f64;
+        Tcp {
+            link: Link::new(link),
+            ack_delay,
+            frames: VecDeque::new(),
+            written: 0,
+            next_send: 0,
+            lost: RangeSet::new(),
+            inflight: BTreeMap::new(),
+            inflight_bytes: 0,
+            next_id: 0,
+            cwnd,
+            ssthresh: f64::INFINITY,
+            w_max: 0.0,
+            w_last_max: 0.0,
+            epoch: None,
+            recovery_until: None,
+            srtt: None,
+            rttvar: 0.0,
+            min_rtt: f64::INFINITY,
+            backoff: 0,
+            rto_at: None,
+            bytes_acked: 0,
+            last_progress: Time::ZERO,
+            rwnd: None,
+            stats: TcpStats::default(),
+            rate_delivered: 0,
+            rate_delivered_time: Time::ZERO,
+            rate_first_sent: Time::ZERO,
+            app_limited_until: 0,
+            rate: None,
+            received: RangeSet::new(),
+            delivered: 0,
+            cfg,
+        }
+    }
+
+    /// The link.
+    pub fn link(&self) -> &Link {
+        &self.link
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> TcpStats {
+        self.stats
+    }
+
+    /// Appends a frame occupying `len` stream bytes.
+    pub fn write(&mut self, len: u64, frame: F) {
+        self.written += len.max(1);
+        self.frames.push_back((self.written, frame));
+    }
+
+    /// Bytes written and never sent (tcpi_notsent_bytes).
+    pub fn notsent(&self) -> u64 {
+        self.written - self.next_send
+    }
+
+    /// Bytes sent and not acknowledged, including ones waiting to be resent.
+    pub fn unacked(&self) -> u64 {
+        self.inflight_bytes + self.lost.len()
+    }
+
+    /// Bytes the sender holds: not sent plus unacknowledged (SIOCOUTQ).
+    pub fn outq(&self) -> u64 {
+        self.notsent() + self.unacked()
+    }
+
+    /// Bytes in flight on the network.
+    pub fn inflight(&self) -> u64 {
+        self.inflight_bytes
+    }
+
+    /// Congestion window in bytes.
+    pub fn cwnd(&self) -> u64 {
+        self.cwnd as u64
+    }
+
+    /// Smoothed RTT in seconds, if measured.
+    pub fn srtt(&self) -> Option<f64> {
+        self.srtt
+    }
+
+    /// Smallest RTT seen, seconds.
+    pub fn min_rtt(&self) -> Option<f64> {
+        self.min_rtt.is_finite().then_some(self.min_rtt)
+    }
+
+    /// Unique payload bytes acknowledged (tcpi_bytes_acked).
+    pub fn bytes_acked(&self) -> u64 {
+        self.bytes_acked
+    }
+
+    /// Fraction of packets retransmitted.
+    pub fn loss_rate(&self) -> f64 {
+        if self.stats.packets_sent == 0 {
+            0.0
+        } else {
+            self.stats.retransmissions as f64 / self.stats.packets_sent as f64
+        }
+    }
+
+    /// The latest delivery-rate sample.
+    pub fn delivery_rate(&self) -> Option<RateSample> {
+        self.rate
+    }
+
+    /// Caps the bytes in flight (the receiver's window); `None` for no cap.
+    pub fn set_rwnd(&mut self, rwnd: Option<u64>) {
+        self.rwnd = rwnd;
+    }
+
+    /// True when the congestion and receive windows have room for another packet.
+    pub fn window_open(&self) -> bool {
+        self.inflight_bytes + self.cfg.mss <= self.cwnd as u64
+            && self.rwnd.is_none_or(|r| self.inflight_bytes < r)
+    }
+
+    /// How long the connection has had data outstanding without any acknowledgement.
+    pub fn stalled_for(&self, now: Time) -> Duration {
+        if self.unacked() == 0 && self.notsent() == 0 {
+            Duration::ZERO
+        } else {
+            now.saturating_since(self.last_progress)
+        }
+    }
+
+    /// When the retransmission timer fires, if armed.
+    pub fn rto_deadline(&self) -> Option<Time> {
+        self.rto_at
+    }
+
+    fn rto(&self) -> Duration {
+        let base = match self.srtt {
+            Some(s) => s + 4.0 * self.rttvar,
+            None => 1.0,
+        };
+        let d = Duration::from_secs_f64(base).max(self.cfg.min_rto);
+        d.saturating_mul(1 << self.backoff.min(6))
+    }
+
+    /// Sends what the windows allow. Returns a departure time to schedule if the link was idle.
+    pub fn try_send(&mut self, now: Time, rng: &mut Rng) -> Option<Time> {
+        let mut departure = None;
+        while self.window_open() {
+            let (start, end, retx) = if let Some((s, e)) = self.lost.pop_front(self.cfg.mss) {
+                (s, e, true)
+            } else if self.next_send < self.written {
+                let mut e = (self.next_send + self.cfg.mss).min(self.written);
+                if let Some(r) = self.rwnd {
+                    let room = r.saturating_sub(self.inflight_bytes);
+                    e = e.min(self.next_send + room.max(1));
+                }
+                let s = self.next_send;
+                self.next_send = e;
+                (s, e, false)
+            } else {
+                break;
+            };
+            let id = self.next_id;
+            self.next_id += 1;
+            if self.inflight.is_empty() {
+                self.rate_first_sent = now;
+                self.rate_delivered_time = now;
+            }
+            self.inflight.insert(
+                id,
+                Sent {
+                    start,
+                    end,
+                    at: now,
+                    retransmission: retx,
+                    delivered: self.rate_delivered,
+                    delivered_time: self.rate_delivered_time,
+                    first_sent_time: self.rate_first_sent,
+                    app_limited: self.app_limited_until > 0,
+                },
+            );
+            self.inflight_bytes += end - start;
+            self.stats.packets_sent += 1;
+            if retx {
+                self.stats.retransmissions += 1;
+            }
+            if self.unacked() == end - start && self.lost.is_empty() {
+                // First data in flight after an idle period: progress clock restarts.
+                self.last_progress = now;
+            }
+            if let Offer::Queued(Some(t)) = self.link.offer(now, Packet { id, start, end }, rng) {
+                departure = Some(t);
+            }
+            if self.rto_at.is_none() {
+                self.rto_at = Some(now + self.rto());
+            }
+        }
+        // Out of data with room in the window: samples until this data is delivered are
+        // application-limited.
+        if self.notsent() == 0 && self.lost.is_empty() && self.window_open() {
+            self.app_limited_until = (self.rate_delivered + self.inflight_bytes).max(1);
+        }
+        departure
+    }
+
+    /// The link's head packet departs at `now`. Returns it with its arrival time at the
+    /// receiver, and the next departure to schedule.
+    pub fn on_departure(&mut self, now: Time) -> Option<(Packet, Time, Option<Time>)> {
+        self.link.depart(now)
+    }
+
+    /// A packet reaches the receiver. Returns the frames now complete, in order, and when the
+    /// ACK for this packet reaches the sender.
+    pub fn on_arrival(&mut self, now: Time, p: Packet) -> (Vec<F>, Time) {
+        self.received.insert(p.start, p.end);
+        if let Some((s, e)) = self.received.first() {
+            if s <= self.delivered {
+                self.delivered = self.delivered.max(e);
+            }
+        }
+        let mut out = Vec::new();
+        while self
+            .frames
+            .front()
+            .is_some_and(|(end, _)| *end <= self.delivered)
+        {
+            if let Some((_, f)) = self.frames.pop_front() {
+                out.push(f);
+            }
+        }
+        (out, now + self.ack_delay)
+    }
+
+    /// The ACK of packet `id` reaches the sender.
+    pub fn on_ack(&mut self, now: Time, id: u64) {
+        let Some(sent) = self.inflight.remove(&id) else {
+            return; // already declared lost (spurious timeout): nothing to learn
+        };
+        let len = sent.end - sent.start;
+        self.inflight_bytes -= len;
+        self.bytes_acked += len;
+        self.rate_delivered += len;
+        self.rate_delivered_time = now;
+        if self.app_limited_until > 0 && self.rate_delivered > self.app_limited_until {
+            self.app_limited_until = 0;
+        }
+        let send_elapsed = sent.at.saturating_since(sent.first_sent_time);
+        let ack_elapsed = now.saturating_since(sent.delivered_time);
+        let interval = send_elapsed.max(ack_elapsed).as_secs_f64();
+        self.rate_first_sent = sent.at;
+        // Like Linux, skip samples over intervals shorter than the minimum RTT.
+        if interval > 0.0 && interval >= self.min_rtt.min(1.0) * 0.999 {
+            self.rate = Some(RateSample {
+                rate: (self.rate_delivered - sent.delivered) as f64 / interval,
+                app_limited: sent.app_limited,
+            });
+        }
+        self.last_progress = now;
+        self.backoff = 0;
+        if !sent.retransmission {
+            self.rtt_sample((now - sent.at).as_secs_f64());
+        }
+        // Every packet sent before this one and still unacknowledged was lost (FIFO link).
+        let lost: Vec<u64> = self.inflight.range(..id).map(|(&k, _)| k).collect();
+        let any_lost = !lost.is_empty();
+        for k in lost {
+            if let Some(s) = self.inflight.remove(&k) {
+                self.inflight_bytes -= s.end - s.start;
+                self.lost.insert(s.start, s.end);
+            }
+        }
+        if any_lost && self.recovery_until.is_none() {
+            self.on_congestion();
+            self.recovery_until = Some(self.next_id);
+        }
+        if self.recovery_until.is_some_and(|r| id >= r) {
+            self.recovery_until = None;
+        }
+        if self.recovery_until.is_none() {
+            self.grow(now, len);
+        }
+        self.rto_at = if self.inflight.is_empty() && self.lost.is_empty() {
+            None
+        } else {
+            Some(now + self.rto())
+        };
+    }
+
+    /// The retransmission timer fired at `now` (the owner checks [`Tcp::rto_deadline`]).
+    pub fn on_timeout(&mut self, now: Time) {
+        if self.rto_at.is_none_or(|t| t > now) {
+            return;
+        }
+        if self.inflight.is_empty() && self.lost.is_empty() {
+            self.rto_at = None;
+            return;
+        }
+        self.stats.timeouts += 1;
+        let all: Vec<Sent> = std::mem::take(&mut self.inflight).into_values().collect();
+        for s in all {
+            self.lost.insert(s.start, s.end);
+        }
+        self.inflight_bytes = 0;
+        self.w_last_max = self.cwnd;
+        self.w_max = self.cwnd;
+        self.ssthresh = (self.cwnd * CUBIC_BETA).max(2.0 * self.cfg.mss as f64);
+        self.cwnd = self.cfg.mss as f64;
+        self.epoch = None;
+        self.recovery_until = None;
+        self.backoff += 1;
+        self.rto_at = Some(now + self.rto());
+    }
+
+    fn rtt_sample(&mut self, r: f64) {
+        self.min_rtt = self.min_rtt.min(r);
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2.0;
+            }
+            Some(s) => {
+                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - r).abs();
+                self.srtt = Some(0.875 * s + 0.125 * r);
+            }
+        }
+    }
+
+    fn on_congestion(&mut self) {
+        // Fast convergence (RFC 8312 §4.6).
+        self.w_max = if self.cwnd < self.w_last_max {
+            self.cwnd * (1.0 + CUBIC_BETA) / 2.0
+        } else {
+            self.cwnd
+        };
+        self.w_last_max = self.cwnd;
+        self.cwnd = (self.cwnd * CUBIC_BETA).max(2.0 * self.cfg.mss as f64);
+        self.ssthresh = self.cwnd;
+        self.epoch = None;
+    }
+
+    fn grow(&mut self, now: Time, acked: u64) {
+        let mss = self.cfg.mss as f64;
+        if self.cwnd < self.ssthresh {
+            self.cwnd += acked as f64;
+            return;
+        }
+        let rtt = self.srtt.unwrap_or(0.1).max(1e-3);
+        let (start, k, origin) = *self.epoch.get_or_insert_with(|| {
+            if self.cwnd < self.w_max {
+                let k = ((self.w_max - self.cwnd) / mss / CUBIC_C).cbrt();
+                (now, k, self.w_max)
+            } else {
+                (now, 0.0, self.cwnd)
+            }
+        });
+        let t = (now - start).as_secs_f64() + rtt;
+        let cubic = origin + CUBIC_C * (t - k).powi(3) * mss;
+        let reno = self.w_max * CUBIC_BETA
+            + 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) * (t / rtt) * mss;
+        let target = cubic.max(reno).min(1.5 * self.cwnd);
+        if target > self.cwnd {
+            self.cwnd += (target - self.cwnd) / self.cwnd * acked as f64;
+        } else {
+            self.cwnd += 0.01 * mss * acked as f64 / self.cwnd;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::RateProfile;
+
+    /// Runs a bulk transfer of `n` 1448-byte frames over one connection and returns the
+    /// connection and the time the last frame arrived.
+    fn bulk(bps: f64, owd_ms: u64, queue: u64, n: usize) -> (Tcp<usize>, Time, Vec<usize>) {
+        #[derive(PartialEq, Eq, PartialOrd, Ord)]
+        enum Ev {
+            Depart,
+            Arrive(Packet),
+            Ack(u64),
+            Timer,
+        }
+        let mut tcp: Tcp<usize> = Tcp::new(
+            TcpConfig::default(),
+            LinkConfig {
+                rate: RateProfile::constant(bps),
+                delay: Duration::from_millis(owd_ms),
+                queue_bytes: queue,
+                loss: 0.0,
+            },
+            Duration::from_millis(owd_ms),
+        );
+        for i in 0..n {
+            tcp.write(1448, i);
+        }
+        let mut rng = Rng::new(1);
+        let mut q = std::collections::BinaryHeap::new();
+        let mut seq = 0u64;
+        let mut push = |q: &mut std::collections::BinaryHeap<_>, t: Time, e: Ev| {
+            seq += 1;
+            q.push(std::cmp::Reverse((t, seq, e)));
+        };
+        if let Some(t) = tcp.try_send(Time::ZERO, &mut rng) {
+            push(&mut q, t, Ev::Depart);
+        }
+        push(&mut q, tcp.rto_deadline().unwrap(), Ev::Timer);
+        let mut got = Vec::new();
+        let mut last = Time::ZERO;
+        while let Some(std::cmp::Reverse((now, _, e))) = q.pop() {
+            match e {
+                Ev::Depart => {
+                    if let Some((p, at, next)) = tcp.on_departure(now) {
+                        push(&mut q, at, Ev::Arrive(p));
+                        if let Some(t) = next {
+                            push(&mut q, t, Ev::Depart);
+                        }
+                    }
+                }
+                Ev::Arrive(p) => {
+                    let (frames, ack_at) = tcp.on_arrival(now, p);
+                    if !frames.is_empty() {
+                        last = now;
+                    }
+                    got.extend(frames);
+                    push(&mut q, ack_at, Ev::Ack(p.id));
+                }
+                Ev::Ack(id) => {
+                    tcp.on_ack(now, id);
+                    if let Some(t) = tcp.try_send(now, &mut rng) {
+                        push(&mut q, t, Ev::Depart);
+                    }
+                }
+                Ev::Timer => {
+                    tcp.on_timeout(now);
+                    if let Some(t) = tcp.try_send(now, &mut rng) {
+                        push(&mut q, t, Ev::Depart);
+                    }
+                    if let Some(t) = tcp.rto_deadline() {
+                        push(&mut q, t.max(now + Duration::from_millis(1)), Ev::Timer);
+                    }
+                }
+            }
+            if got.len() == n {
+                break;
+            }
+        }
+        (tcp, last, got)
+    }
+
+    #[test]
+    fn fills_the_link_and_delivers_in_order() {
+        // 10 Mbps, 50 ms RTT, queue of one BDP; 5000 packets = 7.24 MB = 5.79 s at line rate.
+        let (tcp, last, got) = bulk(10e6, 25, 62_500, 5000);
+        assert_eq!(got, (0..5000).collect::<Vec<_>>());
+        let ideal = 5000.0 * 1448.0 * 8.0 / 10e6 + 0.025;
+        let t = last.as_secs_f64();
+        eprintln!(
+            "bulk: {t:.3} s vs line rate {ideal:.3} s, {:?}",
+            tcp.stats()
+        );
+        assert!(
+            t > ideal && t < ideal * 1.08,
+            "took {t:.3} s, line rate {ideal:.3} s"
+        );
+        assert!(
+            tcp.stats().retransmissions > 0,
+            "drop-tail losses were recovered"
+        );
+        assert!(tcp.stats().timeouts == 0, "{:?}", tcp.stats());
+        // RTT between propagation and propagation + full queue.
+        let srtt = tcp.srtt().unwrap();
+        assert!((0.05..0.05 + 0.05 + 0.01).contains(&srtt), "{srtt}");
+    }
+
+    #[test]
+    fn tiny_queue_still_completes() {
+        let (_, _, got) = bulk(20e6, 10, 3000, 2000);
+        assert_eq!(got.len(), 2000);
+    }
+}

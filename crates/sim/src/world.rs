@@ -1,0 +1,855 @@
+//! The simulated topology: a proxy, a primary and N helpers, driven by one event queue.
+//!
+//! - The **proxy** owns the data: a real [`Sender`] with the chosen scheduler, fed with
+//!   [`PathView`]s built from its TCP connections (PS-Path, HS-Paths) and the pipe feedback it
+//!   has received.
+//! - Each **helper** reads frames from its HS-Path into a bounded user-space buffer and writes
+//!   them to its pipe while the pipe socket's not-sent bytes are below the low-water mark (TCP
+//!   splitting, MPBond §4.2). It drops bytes named by `DATA_CANCEL` and reports its buffer and
+//!   pipe state every feedback interval.
+//! - The **primary** reassembles with a real [`Receiver`], checks every byte against the
+//!   original, and returns `DATA_ACK`s over the PS-Path.
+//!
+//! Control frames toward the proxy (ACKs, feedback, subflow failures) take the path's one-way
+//! propagation delay and are never lost; data travels through the TCP model.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+use mpbond_core::{
+    by_name, Output, PathEstimator, PathKind, PathView, PipeState, Receiver, ReceiverConfig,
+    Sender, SenderConfig, TcpSample, Time,
+};
+use mpbond_proto::{DataAck, PipeFeedback, StreamId, SubflowId, DATA_OVERHEAD};
+
+use crate::fluid::{lower_bound, FluidPath};
+use crate::link::{LinkConfig, Packet};
+use crate::report::{Reinjection, SimResult, SubflowResult, TimelinePoint};
+use crate::rng::Rng;
+use crate::spec::{FeedbackRoute, PathSpec, RateSource, Scenario};
+use crate::tcp::Tcp;
+
+/// Errors that stop a simulation before it runs.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The scheduler name is unknown.
+    #[error(transparent)]
+    Scheduler(#[from] mpbond_core::scheduler::UnknownScheduler),
+    /// The scenario is inconsistent.
+    #[error("invalid scenario: {0}")]
+    Invalid(String),
+}
+
+const STREAM: StreamId = StreamId(1);
+const FIN_WIRE: u64 = 4 + 4 + 8;
+const CANCEL_WIRE: u64 = 4 + 4 + 8 + 8;
+const STALL_CHECK: Duration = Duration::from_millis(100);
+
+/// A frame inside a simulated TCP stream.
+#[derive(Debug, Clone)]
+enum SimFrame {
+    Data {
+        dsn: u64,
+        payload: Bytes,
+        /// The subflow the proxy scheduled it on.
+        subflow: usize,
+    },
+    Fin {
+        size: u64,
+    },
+    Cancel {
+        start: u64,
+        end: u64,
+    },
+}
+
+impl SimFrame {
+    fn wire_len(&self) -> u64 {
+        match self {
+            SimFrame::Data { payload, .. } => DATA_OVERHEAD as u64 + payload.len() as u64,
+            SimFrame::Fin { .. } => FIN_WIRE,
+            SimFrame::Cancel { .. } => CANCEL_WIRE,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Ev {
+    Depart(usize),
+    Arrive(usize, Packet),
+    Ack(usize, u64),
+    Rto(usize),
+    DataAck(DataAck),
+    Feedback(usize, PipeFeedback),
+    FeedbackTimer(usize),
+    AckTimer,
+    StallCheck,
+    SubflowDown(usize),
+    Sample,
+}
+
+struct Entry {
+    at: Time,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Min-heap on (time, insertion order): ties resolve in a fixed order.
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+struct Helper {
+    ring: VecDeque<SimFrame>,
+    ring_bytes: u64,
+    pipe_est: PathEstimator,
+    cancelled_bytes: u64,
+}
+
+struct PerSubflow {
+    alive: bool,
+    died_at: Option<Time>,
+    useful: u64,
+    duplicate: u64,
+    last_useful: Option<Time>,
+    scheduled: u64,
+}
+
+/// One simulation run.
+struct World<'a> {
+    sc: &'a Scenario,
+    now: Time,
+    queue: BinaryHeap<Entry>,
+    seq: u64,
+    events: u64,
+    rng: Rng,
+    /// 0: PS; 1 + 2k: HS of helper k; 2 + 2k: pipe of helper k.
+    flows: Vec<Tcp<SimFrame>>,
+    timer_at: Vec<Option<Time>>,
+    proxy_est: Vec<PathEstimator>,
+    pipe_state: Vec<PipeState>,
+    sender: Sender,
+    helpers: Vec<Helper>,
+    receiver: Receiver,
+    expected: Bytes,
+    read_pos: u64,
+    corrupted: bool,
+    ack_timer_at: Option<Time>,
+    sub: Vec<PerSubflow>,
+    done_at: Option<Time>,
+    timeline: Vec<TimelinePoint>,
+}
+
+fn flow_hs(k: usize) -> usize {
+    1 + 2 * k
+}
+fn flow_pipe(k: usize) -> usize {
+    2 + 2 * k
+}
+/// The proxy-side flow of subflow `s` (0: PS, k+1: helper k).
+fn flow_of_subflow(s: usize) -> usize {
+    if s == 0 {
+        0
+    } else {
+        flow_hs(s - 1)
+    }
+}
+
+fn content(size: u64, seed: u64) -> Bytes {
+    let mut r = Rng::new(seed ^ 0xC0FFEE);
+    let mut v = Vec::with_capacity(size as usize + 8);
+    while (v.len() as u64) < size {
+        v.extend_from_slice(&r.next_u64().to_le_bytes());
+    }
+    v.truncate(size as usize);
+    Bytes::from(v)
+}
+
+fn link_of(p: &PathSpec, mss: u64) -> LinkConfig {
+    LinkConfig {
+        rate: p.rate.clone(),
+        delay: p.owd(),
+        queue_bytes: p.queue_limit(mss),
+        loss: p.loss,
+    }
+}
+
+impl<'a> World<'a> {
+    fn new(sc: &'a Scenario) -> Result<Self, SimError> {
+        if sc.segment == 0 {
+            return Err(SimError::Invalid("segment size must be positive".into()));
+        }
+        let scheduler = by_name(&sc.scheduler, sc.pams)?;
+        let mss = sc.tcp.mss;
+        let mut flows = vec![Tcp::new(sc.tcp.clone(), link_of(&sc.ps, mss), sc.ps.owd())];
+        for h in &sc.helpers {
+            flows.push(Tcp::new(sc.tcp.clone(), link_of(&h.hs, mss), h.hs.owd()));
+            flows.push(Tcp::new(
+                sc.tcp.clone(),
+                link_of(&h.pipe, mss),
+                h.pipe.owd(),
+            ));
+        }
+        let window = 64u64 << 20;
+        let mut sender = Sender::new(
+            scheduler,
+            SenderConfig {
+                max_segment: sc.segment,
+                stream_capacity: sc.size.max(1),
+                initial_window: window,
+                cancel_recalled: sc.cancel_recalled,
+                clamp_helper_buffer: sc.clamp_helper_buffer,
+                ..SenderConfig::default()
+            },
+        );
+        let mut receiver = Receiver::new(ReceiverConfig {
+            stream_window: window,
+            ..ReceiverConfig::default()
+        });
+        sender
+            .open_stream(STREAM)
+            .map_err(|e| SimError::Invalid(e.to_string()))?;
+        receiver
+            .open_stream(STREAM)
+            .map_err(|e| SimError::Invalid(e.to_string()))?;
+        let expected = content(sc.size, sc.seed);
+        sender
+            .write(STREAM, expected.clone())
+            .map_err(|e| SimError::Invalid(e.to_string()))?;
+        sender
+            .finish(STREAM)
+            .map_err(|e| SimError::Invalid(e.to_string()))?;
+        let n = sc.helpers.len();
+        sender.add_subflow(SubflowId(0), PathKind::Direct);
+        for k in 0..n {
+            sender.add_subflow(SubflowId(k as u8 + 1), PathKind::Helper);
+        }
+        // Estimators start from the handshake: one RTT sample and the initial window.
+        let init = |rtt: Duration| {
+            let mut e = PathEstimator::new(sc.estimator_tau);
+            e.on_sample(TcpSample {
+                now: Time::ZERO,
+                srtt: rtt.as_secs_f64().max(1e-6),
+                cwnd: sc.tcp.initial_window * mss,
+                delivery_rate: None,
+                app_limited: false,
+            });
+            e
+        };
+        let mut proxy_est = vec![init(sc.ps.rtt)];
+        let mut helpers = Vec::new();
+        let mut pipe_state = Vec::new();
+        for h in &sc.helpers {
+            proxy_est.push(init(h.hs.rtt));
+            let mut pipe_est = init(h.pipe.rtt);
+            if sc.warm_pipes {
+                // The pipe was measured when it was set up: its rate at time 0.
+                pipe_est = PathEstimator::new(sc.estimator_tau);
+                pipe_est.on_sample(TcpSample {
+                    now: Time::ZERO,
+                    srtt: h.pipe.rtt.as_secs_f64().max(1e-6),
+                    cwnd: 0,
+                    delivery_rate: Some(h.pipe.rate.nominal_bps(Time::ZERO) / 8.0),
+                    app_limited: false,
+                });
+            }
+            let mut ps = PipeState::default();
+            ps.on_feedback(
+                Time::ZERO,
+                PipeFeedback {
+                    subflow: SubflowId(0),
+                    throughput_bps: (pipe_est.throughput() * 8.0) as u64,
+                    rtt_us: h.pipe.rtt.as_micros() as u32,
+                    buffered: 0,
+                    timestamp_us: 0,
+                },
+            );
+            pipe_state.push(ps);
+            helpers.push(Helper {
+                ring: VecDeque::new(),
+                ring_bytes: 0,
+                pipe_est,
+                cancelled_bytes: 0,
+            });
+        }
+        let sub = (0..=n)
+            .map(|_| PerSubflow {
+                alive: true,
+                died_at: None,
+                useful: 0,
+                duplicate: 0,
+                last_useful: None,
+                scheduled: 0,
+            })
+            .collect();
+        let nflows = flows.len();
+        Ok(World {
+            sc,
+            now: Time::ZERO,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            events: 0,
+            rng: Rng::new(sc.seed),
+            flows,
+            timer_at: vec![None; nflows],
+            proxy_est,
+            pipe_state,
+            sender,
+            helpers,
+            receiver,
+            expected,
+            read_pos: 0,
+            corrupted: false,
+            ack_timer_at: None,
+            sub,
+            done_at: None,
+            timeline: Vec::new(),
+        })
+    }
+
+    fn at(&mut self, at: Time, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Entry {
+            at,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn flow_alive(&self, f: usize) -> bool {
+        f == 0 && self.sub[0].alive || f > 0 && self.sub[(f - 1) / 2 + 1].alive
+    }
+
+    /// Lets flow `f` send what its windows allow, scheduling its link and timer.
+    fn kick(&mut self, f: usize) {
+        if let Some(t) = self.flows[f].try_send(self.now, &mut self.rng) {
+            self.at(t, Ev::Depart(f));
+        }
+        self.arm_timer(f);
+    }
+
+    fn arm_timer(&mut self, f: usize) {
+        if let Some(d) = self.flows[f].rto_deadline() {
+            if self.timer_at[f].is_none_or(|t| t > d) {
+                self.timer_at[f] = Some(d);
+                self.at(d, Ev::Rto(f));
+            }
+        }
+    }
+
+    fn run(mut self) -> SimResult {
+        self.proxy_pump();
+        for k in 0..self.helpers.len() {
+            self.at(Time::ZERO + self.sc.feedback_interval, Ev::FeedbackTimer(k));
+        }
+        self.at(self.now + STALL_CHECK, Ev::StallCheck);
+        if self.sc.timeline_every.is_some() {
+            self.at(Time::ZERO, Ev::Sample);
+        }
+        let limit = Time::ZERO + self.sc.time_limit;
+        while let Some(Entry { at, ev, .. }) = self.queue.pop() {
+            if at > limit || self.done_at.is_some() {
+                break;
+            }
+            self.now = at;
+            self.events += 1;
+            self.handle(ev);
+        }
+        self.result()
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Depart(f) => {
+                if let Some((p, arrive, next)) = self.flows[f].on_departure(self.now) {
+                    if self.flow_alive(f) {
+                        self.at(arrive, Ev::Arrive(f, p));
+                    }
+                    if let Some(t) = next {
+                        self.at(t, Ev::Depart(f));
+                    }
+                }
+            }
+            Ev::Arrive(f, p) => {
+                let (frames, ack_at) = self.flows[f].on_arrival(self.now, p);
+                self.at(ack_at, Ev::Ack(f, p.id));
+                self.deliver(f, frames);
+            }
+            Ev::Ack(f, id) => {
+                if !self.flow_alive(f) {
+                    return;
+                }
+                self.flows[f].on_ack(self.now, id);
+                self.sample(f);
+                self.kick(f);
+                if f == 0 || f % 2 == 1 {
+                    self.proxy_pump();
+                } else {
+                    self.helper_pump((f - 2) / 2);
+                }
+            }
+            Ev::Rto(f) => {
+                if self.timer_at[f] != Some(self.now) || !self.flow_alive(f) {
+                    return;
+                }
+                self.timer_at[f] = None;
+                self.flows[f].on_timeout(self.now);
+                self.kick(f);
+            }
+            Ev::DataAck(a) => {
+                // The receiver is ours, so a bad ACK is a bug: surface it in the result.
+                if self.sender.on_ack(&a).is_err() {
+                    self.corrupted = true;
+                }
+                self.proxy_pump();
+            }
+            Ev::Feedback(k, fb) => {
+                if self.sub[k + 1].alive {
+                    self.pipe_state[k].on_feedback(self.now, fb);
+                    self.proxy_pump();
+                }
+            }
+            Ev::FeedbackTimer(k) => self.feedback(k),
+            Ev::AckTimer => {
+                self.ack_timer_at = None;
+                self.send_acks();
+            }
+            Ev::StallCheck => self.stall_check(),
+            Ev::SubflowDown(s) => {
+                if self.sub[s].alive {
+                    self.sub[s].alive = false;
+                    self.sub[s].died_at = Some(self.now);
+                    self.sender.remove_subflow(SubflowId(s as u8));
+                    self.proxy_pump();
+                }
+            }
+            Ev::Sample => {
+                self.timeline.push(TimelinePoint {
+                    t: self.now.as_secs_f64(),
+                    bytes: self.sub.iter().map(|s| s.useful).collect(),
+                });
+                if let Some(every) = self.sc.timeline_every {
+                    self.at(self.now + every, Ev::Sample);
+                }
+            }
+        }
+    }
+
+    /// Feeds the estimator of a flow's sender with the connection's state after an ACK.
+    fn sample(&mut self, f: usize) {
+        let tcp = &self.flows[f];
+        let Some(srtt) = tcp.srtt() else { return };
+        let rate = match self.sc.rate_source {
+            RateSource::DeliveryRate => tcp.delivery_rate(),
+            RateSource::CwndRtt => None,
+        };
+        let s = TcpSample {
+            now: self.now,
+            srtt,
+            cwnd: tcp.cwnd(),
+            delivery_rate: rate.map(|r| r.rate),
+            app_limited: rate.is_some_and(|r| r.app_limited),
+        };
+        if f == 0 {
+            self.proxy_est[0].on_sample(s);
+        } else if f % 2 == 1 {
+            self.proxy_est[(f - 1) / 2 + 1].on_sample(s);
+        } else {
+            self.helpers[(f - 2) / 2].pipe_est.on_sample(s);
+        }
+    }
+
+    /// Frames that completed at the receiving end of flow `f`.
+    fn deliver(&mut self, f: usize, frames: Vec<SimFrame>) {
+        if frames.is_empty() {
+            return;
+        }
+        if f == 0 || f % 2 == 0 {
+            let via = if f == 0 { 0 } else { (f - 2) / 2 + 1 };
+            for fr in frames {
+                self.primary_frame(fr, via);
+            }
+            self.send_acks();
+        } else {
+            let k = (f - 1) / 2;
+            for fr in frames {
+                self.helper_frame(k, fr);
+            }
+            self.helper_pump(k);
+        }
+    }
+
+    fn helper_frame(&mut self, k: usize, fr: SimFrame) {
+        let h = &mut self.helpers[k];
+        match fr {
+            SimFrame::Cancel { start, end } => {
+                let mut kept = VecDeque::with_capacity(h.ring.len());
+                for f in h.ring.drain(..) {
+                    match f {
+                        SimFrame::Data {
+                            dsn,
+                            payload,
+                            subflow,
+                        } if dsn < end && dsn + payload.len() as u64 > start => {
+                            let pend = dsn + payload.len() as u64;
+                            let before = DATA_OVERHEAD as u64 + payload.len() as u64;
+                            let mut after = 0;
+                            if dsn < start {
+                                let p = payload.slice(..(start - dsn) as usize);
+                                after += DATA_OVERHEAD as u64 + p.len() as u64;
+                                kept.push_back(SimFrame::Data {
+                                    dsn,
+                                    payload: p,
+                                    subflow,
+                                });
+                            }
+                            if pend > end {
+                                let p = payload.slice((end - dsn) as usize..);
+                                after += DATA_OVERHEAD as u64 + p.len() as u64;
+                                kept.push_back(SimFrame::Data {
+                                    dsn: end,
+                                    payload: p,
+                                    subflow,
+                                });
+                            }
+                            h.cancelled_bytes += pend.min(end) - dsn.max(start);
+                            h.ring_bytes -= before;
+                            h.ring_bytes += after;
+                        }
+                        other => kept.push_back(other),
+                    }
+                }
+                h.ring = kept;
+            }
+            other => {
+                h.ring_bytes += other.wire_len();
+                h.ring.push_back(other);
+            }
+        }
+    }
+
+    /// Moves frames from a helper's buffer into its pipe socket, and reopens the HS-Path
+    /// receive window by what left the buffer.
+    fn helper_pump(&mut self, k: usize) {
+        if !self.sub[k + 1].alive {
+            return;
+        }
+        let pf = flow_pipe(k);
+        while self.flows[pf].notsent() < self.sc.notsent_lowat {
+            let Some(fr) = self.helpers[k].ring.pop_front() else {
+                break;
+            };
+            let len = fr.wire_len();
+            self.helpers[k].ring_bytes -= len;
+            self.flows[pf].write(len, fr);
+        }
+        self.kick(pf);
+        let hf = flow_hs(k);
+        let room = self
+            .sc
+            .helper_buffer
+            .saturating_sub(self.helpers[k].ring_bytes);
+        self.flows[hf].set_rwnd(Some(room));
+        let before = self.flows[hf].notsent();
+        self.kick(hf);
+        if self.flows[hf].notsent() != before {
+            self.proxy_pump();
+        }
+    }
+
+    fn primary_frame(&mut self, fr: SimFrame, via: usize) {
+        match fr {
+            SimFrame::Data { dsn, payload, .. } => {
+                let len = payload.len() as u64;
+                match self.receiver.on_data(self.now, STREAM, dsn, payload) {
+                    Ok(new) => {
+                        let s = &mut self.sub[via];
+                        s.useful += new;
+                        s.duplicate += len - new;
+                        if new > 0 {
+                            s.last_useful = Some(self.now);
+                        }
+                    }
+                    Err(_) => self.corrupted = true,
+                }
+            }
+            SimFrame::Fin { size, .. } => {
+                if self.receiver.on_fin(STREAM, size).is_err() {
+                    self.corrupted = true;
+                }
+            }
+            SimFrame::Cancel { .. } => {}
+        }
+        while let Some(b) = self.receiver.read(STREAM, usize::MAX) {
+            let end = self.read_pos + b.len() as u64;
+            if end > self.expected.len() as u64
+                || self.expected[self.read_pos as usize..end as usize] != b[..]
+            {
+                self.corrupted = true;
+            }
+            self.read_pos = end;
+        }
+        if self
+            .receiver
+            .stream(STREAM)
+            .is_some_and(|s| s.is_finished())
+            && self.done_at.is_none()
+        {
+            self.done_at = Some(self.now);
+        }
+    }
+
+    /// The uplink delay from the primary to the proxy: over the PS-Path, or over a live helper.
+    fn uplink_delay(&self) -> Option<Duration> {
+        if self.sub[0].alive {
+            return Some(self.sc.ps.owd());
+        }
+        (0..self.helpers.len())
+            .find(|&k| self.sub[k + 1].alive)
+            .map(|k| self.sc.helpers[k].pipe.owd() + self.sc.helpers[k].hs.owd())
+    }
+
+    fn send_acks(&mut self) {
+        let Some(delay) = self.uplink_delay() else {
+            return;
+        };
+        while let Some(a) = self.receiver.poll_ack(self.now) {
+            self.at(self.now + delay, Ev::DataAck(a));
+        }
+        if let Some(d) = self.receiver.next_ack_deadline() {
+            let d = d.max(self.now);
+            if self.ack_timer_at.is_none_or(|t| t > d) {
+                self.ack_timer_at = Some(d);
+                self.at(d, Ev::AckTimer);
+            }
+        }
+    }
+
+    fn feedback(&mut self, k: usize) {
+        if !self.sub[k + 1].alive || self.done_at.is_some() {
+            return;
+        }
+        let h = &self.helpers[k];
+        let pipe = &self.flows[flow_pipe(k)];
+        let fb = PipeFeedback {
+            subflow: SubflowId(k as u8 + 1),
+            throughput_bps: (h.pipe_est.throughput() * 8.0) as u64,
+            rtt_us: (h.pipe_est.srtt() * 1e6) as u32,
+            buffered: h.ring_bytes + pipe.outq(),
+            timestamp_us: self.now.as_micros(),
+        };
+        let spec = &self.sc.helpers[k];
+        let via_hs = spec.hs.owd();
+        let delay = match self.sc.feedback_route {
+            FeedbackRoute::HsPath => via_hs,
+            FeedbackRoute::Flexible => {
+                if self.flows[flow_hs(k)].outq() > 0 || !self.sub[0].alive {
+                    via_hs
+                } else {
+                    spec.pipe.owd() + self.sc.ps.owd()
+                }
+            }
+        };
+        self.at(self.now + delay, Ev::Feedback(k, fb));
+        self.at(self.now + self.sc.feedback_interval, Ev::FeedbackTimer(k));
+    }
+
+    fn stall_check(&mut self) {
+        let limit = self.sc.stall_timeout;
+        if self.sub[0].alive && self.flows[0].stalled_for(self.now) >= limit {
+            // The proxy sees its own PS-Path stall.
+            self.at(self.now, Ev::SubflowDown(0));
+        }
+        for k in 0..self.helpers.len() {
+            if !self.sub[k + 1].alive {
+                continue;
+            }
+            if self.flows[flow_hs(k)].stalled_for(self.now) >= limit {
+                self.at(self.now, Ev::SubflowDown(k + 1));
+            } else if self.flows[flow_pipe(k)].stalled_for(self.now) >= limit {
+                // The helper or primary sees the pipe stall and tells the proxy.
+                let d = self.uplink_delay().unwrap_or_default();
+                self.at(self.now + d, Ev::SubflowDown(k + 1));
+            }
+        }
+        if self.done_at.is_none() {
+            self.at(self.now + STALL_CHECK, Ev::StallCheck);
+        }
+    }
+
+    fn views(&self) -> Vec<PathView> {
+        let mut v = Vec::with_capacity(self.sub.len());
+        for (s, st) in self.sub.iter().enumerate() {
+            if !st.alive {
+                continue;
+            }
+            let tcp = &self.flows[flow_of_subflow(s)];
+            let est = &self.proxy_est[s];
+            let mut p = PathView::new(
+                SubflowId(s as u8),
+                if s == 0 {
+                    PathKind::Direct
+                } else {
+                    PathKind::Helper
+                },
+            );
+            p.idle = tcp.notsent() < self.sc.notsent_lowat;
+            p.rtt = est.srtt();
+            p.min_rtt = est.min_rtt();
+            p.throughput = est.throughput();
+            p.cwnd = tcp.cwnd();
+            p.inflight = tcp.inflight();
+            p.queued = tcp.outq();
+            p.bytes_acked = tcp.bytes_acked();
+            p.loss_rate = tcp.loss_rate();
+            if s > 0 {
+                p.pipe = self.pipe_state[s - 1].view();
+            }
+            v.push(p);
+        }
+        v
+    }
+
+    fn proxy_pump(&mut self) {
+        if self.done_at.is_some() {
+            return;
+        }
+        loop {
+            let mut views = self.views();
+            if views.is_empty() {
+                break;
+            }
+            let t = match self.sender.poll_transmit(self.now, &mut views) {
+                None => break,
+                Some(Output::Cancel(c)) => {
+                    let s = c.subflow.0 as usize;
+                    if s > 0 && self.sub[s].alive {
+                        let f = flow_hs(s - 1);
+                        let fr = SimFrame::Cancel {
+                            start: c.start,
+                            end: c.end,
+                        };
+                        self.flows[f].write(CANCEL_WIRE, fr);
+                        self.kick(f);
+                    }
+                    continue;
+                }
+                Some(Output::Data(t)) => t,
+            };
+            let s = t.subflow.0 as usize;
+            let f = flow_of_subflow(s);
+            self.sub[s].scheduled += t.payload.len() as u64;
+            if !t.payload.is_empty() {
+                let fr = SimFrame::Data {
+                    dsn: t.dsn,
+                    payload: t.payload,
+                    subflow: s,
+                };
+                self.flows[f].write(fr.wire_len(), fr);
+            }
+            if let Some(size) = t.fin {
+                self.flows[f].write(FIN_WIRE, SimFrame::Fin { size });
+            }
+            self.kick(f);
+        }
+    }
+
+    fn result(self) -> SimResult {
+        let sc = self.sc;
+        let mut paths = vec![FluidPath {
+            wan: &sc.ps.rate,
+            wan_delay: sc.ps.owd(),
+            pipe: None,
+        }];
+        for h in &sc.helpers {
+            paths.push(FluidPath {
+                wan: &h.hs.rate,
+                wan_delay: h.hs.owd(),
+                pipe: Some((&h.pipe.rate, h.pipe.owd())),
+            });
+        }
+        let lb = lower_bound(sc.size, &paths, sc.time_limit);
+        let download = self.done_at.map(|t| t.as_secs_f64());
+        let subflows: Vec<SubflowResult> = self
+            .sub
+            .iter()
+            .enumerate()
+            .map(|(s, st)| {
+                let flows: Vec<&Tcp<SimFrame>> = if s == 0 {
+                    vec![&self.flows[0]]
+                } else {
+                    vec![&self.flows[flow_hs(s - 1)], &self.flows[flow_pipe(s - 1)]]
+                };
+                SubflowResult {
+                    name: if s == 0 {
+                        "ps".to_string()
+                    } else {
+                        format!("helper{s}")
+                    },
+                    completion_s: st.last_useful.map(|t| t.as_secs_f64()),
+                    bytes: st.useful,
+                    duplicate_bytes: st.duplicate,
+                    scheduled_bytes: st.scheduled,
+                    retransmitted_packets: flows.iter().map(|f| f.stats().retransmissions).sum(),
+                    timeouts: flows.iter().map(|f| f.stats().timeouts).sum(),
+                    died_s: st.died_at.map(|t| t.as_secs_f64()),
+                }
+            })
+            .collect();
+        let times: Vec<f64> = subflows
+            .iter()
+            .filter(|s| s.bytes > 0)
+            .filter_map(|s| s.completion_s)
+            .collect();
+        let gap = if times.is_empty() {
+            0.0
+        } else {
+            times.iter().cloned().fold(f64::MIN, f64::max)
+                - times.iter().cloned().fold(f64::MAX, f64::min)
+        };
+        let st = self.sender.stats();
+        let verified = !self.corrupted
+            && self.done_at.is_some()
+            && self.read_pos == sc.size
+            && subflows.iter().map(|s| s.bytes).sum::<u64>() == sc.size;
+        SimResult {
+            scheduler: sc.scheduler.clone(),
+            size_bytes: sc.size,
+            download_time_s: download,
+            lower_bound_s: lb,
+            ratio_to_bound: download.map(|d| d / lb),
+            completion_gap_s: gap,
+            subflows,
+            reinjection: Reinjection {
+                recalls: st.recalls,
+                recalled_bytes: st.recalled_bytes,
+                reinjected_bytes: st.reinjected_bytes,
+                rescued_bytes: st.rescued_bytes,
+                cancelled_at_helpers: self.helpers.iter().map(|h| h.cancelled_bytes).sum(),
+            },
+            verified,
+            events: self.events,
+            timeline: self.timeline,
+        }
+    }
+}
+
+/// Runs a scenario to completion (or its time limit).
+pub fn run(sc: &Scenario) -> Result<SimResult, SimError> {
+    Ok(World::new(sc)?.run())
+}

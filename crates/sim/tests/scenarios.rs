@@ -1,0 +1,156 @@
+//! The simulator's headline behaviours, checked in simulated time (deterministic, so these are
+//! not timing tests): MPBond §4.3.1 (minRTT considered harmful), §6.2 (reinjection), subflow
+//! failure, traces, loss, and reproducibility.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mpbond_sim::rate::Trace;
+use mpbond_sim::spec::{Change, HelperSpec, LinkRef, PathSpec};
+use mpbond_sim::{run, Scenario, SimResult};
+
+fn fig4(scheduler: &str) -> SimResult {
+    // PS 8, HS 10, pipe 5 Mbps, 10 MB (MPBond §4.3.1).
+    run(&Scenario::paper_common(1, 10_000_000, scheduler)).unwrap()
+}
+
+fn completion(r: &SimResult, name: &str) -> f64 {
+    r.subflows
+        .iter()
+        .find(|s| s.name == name)
+        .and_then(|s| s.completion_s)
+        .unwrap()
+}
+
+#[test]
+fn minrtt_leaves_the_helper_finishing_seconds_late() {
+    let r = fig4("minrtt");
+    assert!(r.verified);
+    let gap = completion(&r, "helper1") - completion(&r, "ps");
+    // The paper's Figure 4: about 4.5 s.
+    assert!(gap > 3.0, "helper finished only {gap:.2} s after PS");
+}
+
+#[test]
+fn pams_finishes_subflows_together_near_the_lower_bound() {
+    let r = fig4("pams");
+    assert!(r.verified);
+    assert!(r.completion_gap_s < 0.3, "gap {:.3} s", r.completion_gap_s);
+    let ratio = r.ratio_to_bound.unwrap();
+    assert!(ratio < 1.05, "{:.3} of the fluid bound", ratio);
+    assert!(
+        ratio >= 1.0,
+        "faster than the physical limit: the bound is wrong"
+    );
+}
+
+fn reinjection_case(reinject: bool) -> SimResult {
+    // PS 5, HS 10, pipe 5 Mbps, 4 MB; at 2 s the pipe drops to 1 Mbps (MPBond §6.2).
+    let mut sc = Scenario::new(
+        PathSpec::constant(5.0, Duration::from_millis(50)),
+        vec![HelperSpec {
+            hs: PathSpec::constant(10.0, Duration::from_millis(50)),
+            pipe: PathSpec::constant(5.0, Duration::from_millis(4)),
+        }],
+        4_000_000,
+        "pams",
+    );
+    sc.apply(&Change::parse("2s:pipe1=1").unwrap()).unwrap();
+    sc.pams.reinjection = reinject;
+    run(&sc).unwrap()
+}
+
+#[test]
+fn reinjection_rescues_data_stuck_behind_a_slowed_pipe() {
+    let with = reinjection_case(true);
+    let without = reinjection_case(false);
+    assert!(with.verified && without.verified);
+    let (a, b) = (
+        with.download_time_s.unwrap(),
+        without.download_time_s.unwrap(),
+    );
+    assert!(a <= 0.55 * b, "with {a:.2} s, without {b:.2} s");
+    assert!(with.reinjection.recalls > 0);
+    assert_eq!(without.reinjection.recalls, 0);
+}
+
+#[test]
+fn every_scheduler_delivers_every_byte_with_one_two_and_three_devices() {
+    for devices in 1..=3 {
+        for sched in mpbond_core::scheduler::NAMES {
+            let r = run(&Scenario::paper_common(devices - 1, 1_000_000, sched)).unwrap();
+            assert!(r.verified, "{sched} with {devices} devices");
+            assert_eq!(r.subflows.iter().map(|s| s.bytes).sum::<u64>(), 1_000_000);
+        }
+    }
+}
+
+#[test]
+fn a_pipe_that_goes_down_is_declared_dead_and_its_data_rescued() {
+    let mut sc = Scenario::paper_common(2, 4_000_000, "pams");
+    sc.apply(&Change::parse("1s:pipe1=down").unwrap()).unwrap();
+    let r = run(&sc).unwrap();
+    assert!(r.verified);
+    let h1 = &r.subflows[1];
+    let died = h1.died_s.expect("helper1 declared dead");
+    assert!((2.0..2.5).contains(&died), "declared dead at {died:.2} s");
+    assert!(r.reinjection.rescued_bytes > 0);
+}
+
+#[test]
+fn same_seed_same_result_different_seed_differs_under_loss() {
+    let lossy = |seed| {
+        let mut sc = Scenario::paper_common(1, 2_000_000, "pams");
+        sc.path_mut(LinkRef::Hs(1)).unwrap().loss = 0.01;
+        sc.path_mut(LinkRef::Ps).unwrap().loss = 0.01;
+        sc.seed = seed;
+        run(&sc).unwrap()
+    };
+    let a = lossy(7);
+    assert!(a.verified);
+    assert_eq!(a, lossy(7));
+    assert_ne!(a.download_time_s, lossy(8).download_time_s);
+    assert!(a.subflows.iter().any(|s| s.retransmitted_packets > 0));
+}
+
+#[test]
+fn trace_driven_links_replay_and_bound_follows_the_trace() {
+    // A synthetic trace: 2 opportunities every ms for 100 ms = 24 Mbps, then 100 ms silent.
+    let mut text = String::new();
+    for ms in 1..=100 {
+        text.push_str(&format!("{ms}\n{ms}\n"));
+    }
+    text.push_str("200\n");
+    let tr = Arc::new(Trace::parse("synthetic", &text).unwrap());
+    assert!((tr.mean_bps() - 12.06e6).abs() < 0.01e6);
+    let mut sc = Scenario::paper_common(1, 3_000_000, "pams");
+    sc.set_trace(LinkRef::Ps, tr).unwrap();
+    let r = run(&sc).unwrap();
+    assert!(r.verified);
+    assert!(r.lower_bound_s.is_finite());
+    assert!(r.ratio_to_bound.unwrap() >= 1.0);
+}
+
+#[test]
+fn a_run_that_cannot_finish_reports_no_download_time() {
+    let mut sc = Scenario::new(
+        PathSpec::constant(8.0, Duration::from_millis(50)),
+        vec![],
+        1_000_000,
+        "pams",
+    );
+    sc.apply(&Change::parse("100ms:ps=down").unwrap()).unwrap();
+    sc.time_limit = Duration::from_secs(5);
+    let r = run(&sc).unwrap();
+    assert_eq!(r.download_time_s, None);
+    assert!(!r.verified);
+    assert!(r.lower_bound_s.is_infinite());
+}
+
+#[test]
+fn unknown_scheduler_is_a_clear_error() {
+    let e = run(&Scenario::paper_common(1, 1000, "fastest")).unwrap_err();
+    assert!(e.to_string().contains("choose one of"), "{e}");
+}
