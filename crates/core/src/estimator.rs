@@ -207,6 +207,7 @@ mod tests {
             rtt_us: 4_000,
             buffered: buf,
             timestamp_us: ts,
+            uplink: false,
         };
         let mut p = PipeState::default();
         assert!(p.on_feedback(Time::ZERO, fb(10, 100)));

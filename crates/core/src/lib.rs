@@ -16,6 +16,7 @@ pub mod path;
 pub mod ranges;
 pub mod scheduler;
 mod time;
+pub mod units;
 
 pub use conn::{Cancel, Output, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
 pub use estimator::{PathEstimator, PipeState, TcpSample};

@@ -17,14 +17,36 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the proxy: accepts primaries and helpers, connects streams to origins.
+    Proxy(cli::daemon::ProxyArgs),
+    /// Run the primary: SOCKS5 or transparent interception, PS-Path and pipes to helpers.
+    Primary(cli::daemon::PrimaryArgs),
+    /// Run a helper: relays between pipes from paired primaries and the proxy.
+    Helper(cli::daemon::HelperArgs),
+    /// Run every role in a configuration (dual mode: primary and helper in one process).
+    Run(cli::daemon::DaemonArgs),
+    /// Create a device key pair.
+    Keygen(cli::daemon::KeygenArgs),
+    /// Exchange public keys between devices (pairing cards).
+    #[command(subcommand)]
+    Pair(cli::daemon::PairCmd),
+    /// Show a running daemon's sessions, subflows, pipes and buffers.
+    Status(cli::daemon::StatusArgs),
     /// Simulate a download over a PS-Path and N helpers with the real scheduler code.
-    Sim(cli::sim::SimArgs),
+    Sim(Box<cli::sim::SimArgs>),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
-        Command::Sim(a) => cli::sim::run(a),
+        Command::Proxy(a) => cli::daemon::proxy(a),
+        Command::Primary(a) => cli::daemon::primary(a),
+        Command::Helper(a) => cli::daemon::helper(a),
+        Command::Run(a) => cli::daemon::run_all(a),
+        Command::Keygen(a) => cli::daemon::keygen(a),
+        Command::Pair(c) => cli::daemon::pair(c),
+        Command::Status(a) => cli::daemon::status(a),
+        Command::Sim(a) => cli::sim::run(*a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -26,6 +26,7 @@ pub mod kind {
     pub const PIPE_OPEN: u8 = 0x07;
     pub const PIPE_OK: u8 = 0x08;
     pub const SUBFLOW_CLOSE: u8 = 0x09;
+    pub const PATH_RESET: u8 = 0x0A;
     pub const CLOSE: u8 = 0x0F;
     pub const STREAM_OPEN: u8 = 0x10;
     pub const STREAM_OPENED: u8 = 0x11;
@@ -43,13 +44,15 @@ pub mod kind {
 }
 
 /// Most bytes of a ticket.
-pub const MAX_TICKET: usize = 256;
+pub const MAX_TICKET: usize = 512;
 /// Most bytes of a pipe name.
 pub const MAX_PIPE_NAME: usize = 32;
 /// Most bytes of a `CLOSE` reason text.
 pub const MAX_CLOSE_REASON: usize = 512;
 /// `DATA_ACK` flag: the receiver has seen the stream's FIN.
 pub const ACK_FLAG_FIN: u8 = 0x01;
+/// `PIPE_FEEDBACK` flag: the report is about the uplink direction.
+pub const FEEDBACK_FLAG_UPLINK: u8 = 0x01;
 /// Size of a `STREAM_DATA` frame without its payload.
 pub const DATA_OVERHEAD: usize = HEADER_LEN + 4 + 8;
 
@@ -220,7 +223,7 @@ impl Body {
     fn ticket(&mut self) -> Result<Bytes, DecodeError> {
         let n = self.u16()? as usize;
         if n > MAX_TICKET {
-            return Err(self.err("ticket longer than 256 bytes"));
+            return Err(self.err("ticket longer than 512 bytes"));
         }
         self.bytes(n)
     }
@@ -251,6 +254,7 @@ fn frame_name(k: u8) -> &'static str {
         PIPE_OPEN => "PIPE_OPEN",
         PIPE_OK => "PIPE_OK",
         SUBFLOW_CLOSE => "SUBFLOW_CLOSE",
+        PATH_RESET => "PATH_RESET",
         CLOSE => "CLOSE",
         STREAM_OPEN => "STREAM_OPEN",
         STREAM_OPENED => "STREAM_OPENED",
@@ -332,6 +336,10 @@ fn parse_body(k: u8, flags: u8, body: Bytes) -> Result<Option<Frame>, DecodeErro
         }
         PIPE_OK => Frame::PipeOk { version: b.u8()? },
         SUBFLOW_CLOSE => Frame::SubflowClose {
+            subflow: SubflowId(b.u8()?),
+            reason: Reason(b.u16()?),
+        },
+        PATH_RESET => Frame::PathReset {
             subflow: SubflowId(b.u8()?),
             reason: Reason(b.u16()?),
         },
@@ -453,6 +461,7 @@ fn parse_body(k: u8, flags: u8, body: Bytes) -> Result<Option<Frame>, DecodeErro
             rtt_us: b.u32()?,
             buffered: b.u64()?,
             timestamp_us: b.u64()?,
+            uplink: flags & FEEDBACK_FLAG_UPLINK != 0,
         }),
         PING => Frame::Ping { nonce: b.u64()? },
         PONG => Frame::Pong { nonce: b.u64()? },
@@ -492,6 +501,7 @@ fn encode_inner(frame: &Frame, out: &mut BytesMut) -> Result<(), EncodeError> {
     let start = out.len();
     let flags = match frame {
         Frame::DataAck(a) if a.fin_received => ACK_FLAG_FIN,
+        Frame::PipeFeedback(f) if f.uplink => FEEDBACK_FLAG_UPLINK,
         _ => 0,
     };
     out.put_u8(frame.kind());
@@ -555,7 +565,7 @@ fn encode_inner(frame: &Frame, out: &mut BytesMut) -> Result<(), EncodeError> {
             out.put_slice(name.as_bytes());
         }
         Frame::PipeOk { version } => out.put_u8(*version),
-        Frame::SubflowClose { subflow, reason } => {
+        Frame::SubflowClose { subflow, reason } | Frame::PathReset { subflow, reason } => {
             out.put_u8(subflow.0);
             out.put_u16(reason.0);
         }

@@ -147,6 +147,9 @@ pub struct PipeFeedback {
     pub buffered: u64,
     /// Sender's clock in microseconds; older feedback than the newest seen is discarded.
     pub timestamp_us: u64,
+    /// Flags bit 0. `false`: the downlink pipe (helper to primary), for the proxy's scheduler.
+    /// `true`: the uplink second hop (helper to proxy), for the primary's scheduler.
+    pub uplink: bool,
 }
 
 /// One frame. See docs/protocol.md for each layout.
@@ -219,6 +222,14 @@ pub enum Frame {
     },
     /// A subflow is being torn down; its unacknowledged data must be reinjected.
     SubflowClose {
+        /// The subflow.
+        subflow: SubflowId,
+        /// Why.
+        reason: Reason,
+    },
+    /// Some data on this subflow may have been lost (one of a helper's pipes failed), but the
+    /// subflow continues: reinject its unacknowledged data.
+    PathReset {
         /// The subflow.
         subflow: SubflowId,
         /// Why.
@@ -319,6 +330,7 @@ impl Frame {
             Frame::PipeOpen { .. } => PIPE_OPEN,
             Frame::PipeOk { .. } => PIPE_OK,
             Frame::SubflowClose { .. } => SUBFLOW_CLOSE,
+            Frame::PathReset { .. } => PATH_RESET,
             Frame::Close { .. } => CLOSE,
             Frame::StreamOpen { .. } => STREAM_OPEN,
             Frame::StreamOpened { .. } => STREAM_OPENED,
@@ -347,6 +359,7 @@ impl Frame {
             Frame::PipeOpen { .. } => "PIPE_OPEN",
             Frame::PipeOk { .. } => "PIPE_OK",
             Frame::SubflowClose { .. } => "SUBFLOW_CLOSE",
+            Frame::PathReset { .. } => "PATH_RESET",
             Frame::Close { .. } => "CLOSE",
             Frame::StreamOpen { .. } => "STREAM_OPEN",
             Frame::StreamOpened { .. } => "STREAM_OPENED",

@@ -88,6 +88,7 @@ fn pipe_feedback_layout() {
         rtt_us: 4000,
         buffered: 123_456,
         timestamp_us: 99,
+        uplink: false,
     });
     let b = enc(&f);
     assert_eq!(b.len(), 4 + 1 + 8 + 4 + 8 + 8);
@@ -256,6 +257,10 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             subflow: SubflowId(s),
             reason: Reason(r)
         }),
+        (any::<u8>(), any::<u16>()).prop_map(|(s, r)| Frame::PathReset {
+            subflow: SubflowId(s),
+            reason: Reason(r)
+        }),
         (any::<u16>(), ".{0,100}")
             .prop_filter("fits", |(_, r)| r.len() <= MAX_CLOSE_REASON)
             .prop_map(|(c, r)| Frame::Close {
@@ -309,14 +314,16 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             any::<u64>(),
             any::<u32>(),
             any::<u64>(),
-            any::<u64>()
+            any::<u64>(),
+            any::<bool>()
         )
-            .prop_map(|(s, t, r, b, ts)| Frame::PipeFeedback(PipeFeedback {
+            .prop_map(|(s, t, r, b, ts, up)| Frame::PipeFeedback(PipeFeedback {
                 subflow: SubflowId(s),
                 throughput_bps: t,
                 rtt_us: r,
                 buffered: b,
-                timestamp_us: ts
+                timestamp_us: ts,
+                uplink: up,
             })),
         any::<u64>().prop_map(|n| Frame::Ping { nonce: n }),
         any::<u64>().prop_map(|n| Frame::Pong { nonce: n }),

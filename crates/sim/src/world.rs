@@ -277,6 +277,7 @@ impl<'a> World<'a> {
                     rtt_us: h.pipe.rtt.as_micros() as u32,
                     buffered: 0,
                     timestamp_us: 0,
+                    uplink: false,
                 },
             );
             pipe_state.push(ps);
@@ -652,6 +653,7 @@ impl<'a> World<'a> {
             rtt_us: (h.pipe_est.srtt() * 1e6) as u32,
             buffered: h.ring_bytes + pipe.outq(),
             timestamp_us: self.now.as_micros(),
+            uplink: false,
         };
         let spec = &self.sc.helpers[k];
         let via_hs = spec.hs.owd();

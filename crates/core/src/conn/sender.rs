@@ -272,6 +272,21 @@ impl Sender {
     /// taken back.
     pub fn remove_subflow(&mut self, id: SubflowId) -> u64 {
         self.subflows.remove(&id);
+        self.take_back(id)
+    }
+
+    /// Some of a subflow's data may be lost but the subflow lives on (a helper lost one of its
+    /// pipes, `PATH_RESET`): everything in flight on it is scheduled again, on any subflow.
+    /// Returns the bytes taken back.
+    pub fn rescue_subflow(&mut self, id: SubflowId) -> u64 {
+        let moved = self.take_back(id);
+        if let Some(a) = self.subflows.get_mut(&id) {
+            a.outstanding = 0;
+        }
+        moved
+    }
+
+    fn take_back(&mut self, id: SubflowId) -> u64 {
         let mut moved = 0;
         let ids: Vec<StreamId> = self.streams.keys().copied().collect();
         for sid in ids {

@@ -378,6 +378,34 @@ fn dead_subflow_data_is_rescued_exactly_once() {
 }
 
 #[test]
+fn rescue_keeps_the_subflow_but_resends_its_data() {
+    let mut tx = Sender::new(
+        Box::new(crate::scheduler::RoundRobin::default()),
+        SenderConfig {
+            max_segment: 1000,
+            ..SenderConfig::default()
+        },
+    );
+    let s = StreamId(1);
+    tx.open_stream(s).unwrap();
+    tx.write(s, Bytes::from(vec![5u8; 4000])).unwrap();
+    let mut views = vec![
+        PathView::new(SubflowId(0), PathKind::Direct),
+        PathView::new(SubflowId(1), PathKind::Helper),
+    ];
+    while tx.poll_transmit(Time::ZERO, &mut views).is_some() {}
+    assert_eq!(tx.outstanding(SubflowId(1)), 2000);
+    assert_eq!(tx.rescue_subflow(SubflowId(1)), 2000);
+    assert_eq!(tx.outstanding(SubflowId(1)), 0);
+    let mut again = 0;
+    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
+        assert!(t.reinjected);
+        again += t.payload.len();
+    }
+    assert_eq!(again, 2000, "both subflows may carry the rescued bytes");
+}
+
+#[test]
 fn pams_recall_emits_cancels_for_helper_and_reschedules() {
     use crate::path::PipeView;
     let mut tx = Sender::new(

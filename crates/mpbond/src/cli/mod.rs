@@ -1,3 +1,4 @@
 //! Command-line front end: one binary, one subcommand per role or tool.
 
+pub mod daemon;
 pub mod sim;

@@ -1,0 +1,505 @@
+//! Device configuration: one TOML file per device, with a section per role it plays.
+//!
+//! A device that is both a primary and a helper (dual mode, MPBond §4.4.1) has both sections.
+//! Sizes and durations are written as text (`"4MiB"`, `"1s"`). README.md, "Configuration",
+//! lists every key; `examples/` has a file per role.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mpbond_core::units::{parse_duration, parse_size};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::keys::PublicKey;
+
+/// A size in bytes, written as `"4MiB"`, `"512KB"` or a number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Size(n)),
+            Raw::S(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A duration, written as `"1s"` or `"250ms"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s)
+            .map(Dur)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Errors reading a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML is invalid or has unknown or mistyped keys.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What the parser said (with line and column).
+        message: String,
+    },
+    /// The values are inconsistent.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A named peer's public key.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Peer {
+    /// A name for logs and status.
+    pub name: String,
+    /// Its public key (base64).
+    pub key: PublicKey,
+}
+
+/// Settings shared by every role; the defaults suit mobile links.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tuning {
+    /// TCP_NOTSENT_LOWAT of every subflow and pipe socket: data waits in user space, where
+    /// the scheduler can still move it, until the kernel has less than this left to send.
+    pub lowat: Size,
+    /// Largest `STREAM_DATA` payload.
+    pub segment: Size,
+    /// Unacknowledged bytes buffered per stream on the sending side.
+    pub stream_buffer: Size,
+    /// Receive window per stream.
+    pub recv_window: Size,
+    /// Bytes buffered on the sending side across all streams of a session.
+    pub session_buffer: Size,
+    /// A link with unacknowledged data and no ACK for this long is dead (pipe stall).
+    pub stall_timeout: Dur,
+    /// How often helpers report pipe state.
+    pub feedback_interval: Dur,
+    /// How long to wait for an origin, a handshake or a join.
+    pub connect_timeout: Dur,
+    /// Disable encryption and authentication (benchmarks only; both ends must agree).
+    pub insecure: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            lowat: Size(16 << 10),
+            segment: Size(16 << 10),
+            stream_buffer: Size(4 << 20),
+            recv_window: Size(4 << 20),
+            session_buffer: Size(64 << 20),
+            stall_timeout: Dur(Duration::from_secs(1)),
+            feedback_interval: Dur(Duration::from_millis(20)),
+            connect_timeout: Dur(Duration::from_secs(10)),
+            insecure: false,
+        }
+    }
+}
+
+/// `[proxy]`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// Where primaries and helpers connect.
+    pub listen: SocketAddr,
+    /// Downlink scheduler: pams, minrtt, roundrobin or swtc.
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    /// The primaries this proxy serves; nobody else can open a session.
+    #[serde(default)]
+    pub allow: Vec<Peer>,
+    /// Most sessions at once.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// Most streams per session.
+    #[serde(default = "default_max_streams")]
+    pub max_streams: usize,
+    /// How long a session with no subflow left waits for its primary to come back.
+    #[serde(default = "default_linger")]
+    pub session_linger: Dur,
+    /// Origins in these networks are refused, so a primary cannot reach the proxy host's own
+    /// loopback or link-local services. Set to `[]` to allow everything.
+    #[serde(default = "default_deny")]
+    pub deny_origins: Vec<String>,
+}
+
+/// A pipe to a helper: a TCP connection over one local interface.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PipeConfig {
+    /// Its name (`wifi`, `bt`, ...), used by `pipe_policy`.
+    pub name: String,
+    /// The helper's pipe listener reachable over this interface.
+    pub addr: SocketAddr,
+    /// Local address to bind, selecting the interface.
+    #[serde(default)]
+    pub bind: Option<std::net::IpAddr>,
+}
+
+/// One helper of a primary.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HelperPeer {
+    /// Its name.
+    pub name: String,
+    /// Its public key.
+    pub key: PublicKey,
+    /// Its pipes.
+    pub pipe: Vec<PipeConfig>,
+    /// Which pipe carries data: `fastest`, `all`, or a pipe's name.
+    #[serde(default = "default_policy")]
+    pub pipe_policy: String,
+}
+
+/// `[primary.transparent]`: intercept chosen outgoing TCP with nftables.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TransparentConfig {
+    /// Local port the redirected connections arrive on.
+    pub listen: SocketAddr,
+    /// Destination ports to intercept (empty: all).
+    #[serde(default)]
+    pub ports: Vec<u16>,
+    /// Only connections of these user ids (empty: any).
+    #[serde(default)]
+    pub uids: Vec<u32>,
+    /// Only connections of processes in these cgroup v2 paths, relative to the root.
+    #[serde(default)]
+    pub cgroups: Vec<String>,
+}
+
+/// `[primary]`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PrimaryConfig {
+    /// The proxy's address.
+    pub proxy: String,
+    /// The proxy's public key.
+    pub proxy_key: PublicKey,
+    /// Local address for the PS-Path (selects the WAN interface).
+    #[serde(default)]
+    pub ps_bind: Option<std::net::IpAddr>,
+    /// SOCKS5 listener for applications.
+    #[serde(default)]
+    pub socks: Option<SocketAddr>,
+    /// Transparent interception.
+    #[serde(default)]
+    pub transparent: Option<TransparentConfig>,
+    /// Uplink scheduler.
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    /// The helpers.
+    #[serde(default)]
+    pub helper: Vec<HelperPeer>,
+    /// Most streams at once.
+    #[serde(default = "default_max_streams")]
+    pub max_streams: usize,
+}
+
+/// How helpers send pipe feedback (MPBond §5, §6.2).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FeedbackPolicy {
+    /// Over the HS-Path while it carries data, else over the pipe and the PS-Path, so an idle
+    /// helper radio is not woken.
+    Flexible,
+    /// Always over the HS-Path ("fixed-always").
+    Always,
+    /// Over the HS-Path, only while it carries data ("fixed-on-demand").
+    OnDemand,
+}
+
+/// `[helper]`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HelperConfig {
+    /// Where primaries' pipes connect.
+    pub listen: SocketAddr,
+    /// Local address for HS-Paths (selects the WAN interface).
+    #[serde(default)]
+    pub hs_bind: Option<std::net::IpAddr>,
+    /// The primaries this helper serves.
+    #[serde(default)]
+    pub allow: Vec<Peer>,
+    /// Bytes buffered per direction per primary (the split-TCP buffer, MPBond §4.2).
+    #[serde(default = "default_helper_buffer")]
+    pub buffer: Size,
+    /// Feedback policy.
+    #[serde(default = "default_feedback")]
+    pub feedback: FeedbackPolicy,
+    /// Which pipe carries downlink data: `fastest`, `all`, or a pipe's name.
+    #[serde(default = "default_policy")]
+    pub pipe_policy: String,
+    /// Most primaries served at once.
+    #[serde(default = "default_max_primaries")]
+    pub max_primaries: usize,
+}
+
+/// `[control]`: the local status and metrics endpoint.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ControlConfig {
+    /// Loopback address for `GET /status` and `GET /metrics`.
+    pub listen: SocketAddr,
+}
+
+/// A whole device configuration file.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The device's private key file, relative to the configuration file.
+    pub key: PathBuf,
+    /// Log filter (`info`, `debug`, `mpbond_daemon=trace`, ...).
+    #[serde(default = "default_log")]
+    pub log: String,
+    /// Shared tuning.
+    #[serde(default)]
+    pub tuning: Tuning,
+    /// Status and metrics.
+    #[serde(default)]
+    pub control: Option<ControlConfig>,
+    /// Proxy role.
+    #[serde(default)]
+    pub proxy: Option<ProxyConfig>,
+    /// Primary role.
+    #[serde(default)]
+    pub primary: Option<PrimaryConfig>,
+    /// Helper role.
+    #[serde(default)]
+    pub helper: Option<HelperConfig>,
+}
+
+fn default_scheduler() -> String {
+    "pams".into()
+}
+fn default_max_sessions() -> usize {
+    256
+}
+fn default_max_streams() -> usize {
+    1024
+}
+fn default_linger() -> Dur {
+    Dur(Duration::from_secs(30))
+}
+fn default_deny() -> Vec<String> {
+    ["127.0.0.0/8", "::1/128", "169.254.0.0/16", "fe80::/10"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+fn default_policy() -> String {
+    "fastest".into()
+}
+fn default_helper_buffer() -> Size {
+    Size(4 << 20)
+}
+fn default_feedback() -> FeedbackPolicy {
+    FeedbackPolicy::Flexible
+}
+fn default_max_primaries() -> usize {
+    16
+}
+fn default_log() -> String {
+    "info".into()
+}
+
+impl Config {
+    /// Parses TOML text; `path` is used in messages and to resolve the key file.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let p = path.display().to_string();
+        let mut c: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: p.clone(),
+            message: e.to_string(),
+        })?;
+        if c.key.is_relative() {
+            if let Some(dir) = path.parent() {
+                c.key = dir.join(&c.key);
+            }
+        }
+        c.validate()
+            .map_err(|message| ConfigError::Invalid { path: p, message })?;
+        Ok(c)
+    }
+
+    /// Reads a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Checks values that TOML types cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        let t = &self.tuning;
+        if t.segment.0 == 0 || t.segment.0 > mpbond_proto::MAX_PAYLOAD as u64 {
+            return Err(format!(
+                "tuning.segment must be 1 to {} bytes",
+                mpbond_proto::MAX_PAYLOAD
+            ));
+        }
+        if t.stream_buffer.0 < t.segment.0 || t.recv_window.0 < t.segment.0 {
+            return Err("tuning.stream_buffer and recv_window must hold a segment".into());
+        }
+        for sched in [
+            self.proxy.as_ref().map(|p| &p.scheduler),
+            self.primary.as_ref().map(|p| &p.scheduler),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            mpbond_core::by_name(sched, Default::default()).map_err(|e| e.to_string())?;
+        }
+        if let Some(p) = &self.proxy {
+            for c in &p.deny_origins {
+                crate::net::Cidr::parse(c)?;
+            }
+        }
+        if let Some(p) = &self.primary {
+            if p.socks.is_none() && p.transparent.is_none() {
+                return Err("[primary] needs `socks` or `[primary.transparent]`".into());
+            }
+            for h in &p.helper {
+                if h.pipe.is_empty() {
+                    return Err(format!(
+                        "helper {:?} has no [[primary.helper.pipe]]",
+                        h.name
+                    ));
+                }
+                let named = h.pipe_policy != "fastest" && h.pipe_policy != "all";
+                if named && !h.pipe.iter().any(|x| x.name == h.pipe_policy) {
+                    return Err(format!(
+                        "helper {:?}: pipe_policy {:?} is not fastest, all, or one of its pipes",
+                        h.name, h.pipe_policy
+                    ));
+                }
+            }
+        }
+        if let Some(c) = &self.control {
+            if !c.listen.ip().is_loopback() {
+                return Err("control.listen must be a loopback address".into());
+            }
+        }
+        if self.proxy.is_none() && self.primary.is_none() && self.helper.is_none() {
+            return Err("no role: add [proxy], [primary] or [helper]".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::KeyPair;
+
+    fn key() -> String {
+        KeyPair::generate().public.to_string()
+    }
+
+    #[test]
+    fn dual_mode_config_parses_with_units() {
+        let text = format!(
+            r#"
+key = "me.key"
+[tuning]
+lowat = "8KiB"
+stall_timeout = "500ms"
+[primary]
+proxy = "203.0.113.7:7000"
+proxy_key = "{}"
+socks = "127.0.0.1:1080"
+[[primary.helper]]
+name = "watch"
+key = "{}"
+pipe_policy = "bt"
+[[primary.helper.pipe]]
+name = "wifi"
+addr = "192.168.49.2:7100"
+[[primary.helper.pipe]]
+name = "bt"
+addr = "10.9.0.2:7100"
+bind = "10.9.0.1"
+[helper]
+listen = "0.0.0.0:7100"
+buffer = "8MiB"
+feedback = "on-demand"
+allow = [{{ name = "friend", key = "{}" }}]
+"#,
+            key(),
+            key(),
+            key()
+        );
+        let c = Config::parse(&text, Path::new("/etc/mpbond/phone.toml")).unwrap();
+        assert_eq!(c.key, PathBuf::from("/etc/mpbond/me.key"));
+        assert_eq!(c.tuning.lowat, Size(8192));
+        assert_eq!(c.tuning.stall_timeout, Dur(Duration::from_millis(500)));
+        let p = c.primary.unwrap();
+        assert_eq!(p.helper[0].pipe[1].bind, Some("10.9.0.1".parse().unwrap()));
+        let h = c.helper.unwrap();
+        assert_eq!(
+            (h.buffer, h.feedback),
+            (Size(8 << 20), FeedbackPolicy::OnDemand)
+        );
+    }
+
+    #[test]
+    fn mistakes_are_reported_with_their_place() {
+        let p = Path::new("x.toml");
+        let e = Config::parse(
+            "key = \"k\"\n[proxy]\nlisten = \"0.0.0.0:1\"\nlisen = 3\n",
+            p,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("lisen"), "{e}");
+        let e = Config::parse("key = \"k\"\n", p).unwrap_err();
+        assert!(e.to_string().contains("no role"), "{e}");
+        let e = Config::parse(
+            "key = \"k\"\n[proxy]\nlisten = \"0.0.0.0:1\"\nscheduler = \"fastest\"\n",
+            p,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("choose one of"), "{e}");
+        let e = Config::parse(
+            "key = \"k\"\n[tuning]\nlowat = \"lots\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
+            p,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("bad size"), "{e}");
+        let e = Config::parse(
+            "key = \"k\"\n[control]\nlisten = \"0.0.0.0:9\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
+            p,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("loopback"), "{e}");
+    }
+}

@@ -1,0 +1,703 @@
+//! A helper's relay for one primary: its pipes, its HS-Path, and the buffers between them.
+//!
+//! Every link has a reader task and a writer task; the writer is the link's only writer and
+//! sends control frames (pongs, feedback, `MP_JOIN_OK`) before relayed data. A monitor task
+//! sends feedback, pings idle links, detects stalls and picks the pipe that carries downlink
+//! data.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mpbond_proto::{Frame, PipeFeedback, Reason, SessionId, SubflowId, MIN_VERSION, VERSION};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::queue::RelayQueue;
+use super::HelperShared;
+use crate::config::FeedbackPolicy;
+use crate::keys::PublicKey;
+use crate::link::{self, Link, LinkWriter, Security};
+use crate::status::{LinkStatus, Metrics, RelayStatus};
+use crate::sys::{self, TcpInfo};
+use crate::ticket::Ticket;
+
+const PING_EVERY: Duration = Duration::from_millis(250);
+
+/// Control frames for one link's writer.
+#[derive(Debug, Default)]
+struct Ctrl {
+    q: Mutex<VecDeque<Frame>>,
+    notify: Notify,
+}
+
+impl Ctrl {
+    fn push(&self, f: Frame) {
+        self.q
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(f);
+        self.notify.notify_one();
+    }
+    fn pop(&self) -> Option<Frame> {
+        self.q.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
+    }
+}
+
+struct Slot {
+    id: u64,
+    name: String,
+    peer: String,
+    sock: Arc<TcpStream>,
+    ctrl: Arc<Ctrl>,
+    tasks: Vec<JoinHandle<()>>,
+    tcp: TcpInfo,
+    unacked_since: Option<Instant>,
+    last_sent: Arc<AtomicU64>,
+}
+
+impl Slot {
+    fn stop(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        let _ = socket2::SockRef::from(self.sock.as_ref()).shutdown(std::net::Shutdown::Both);
+    }
+
+    fn status(&self) -> LinkStatus {
+        LinkStatus {
+            name: self.name.clone(),
+            peer: self.peer.clone(),
+            pending: 0,
+            tcp: self.tcp,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    session: Option<SessionId>,
+    subflow: Option<SubflowId>,
+    hs: Option<Slot>,
+    pipes: Vec<Slot>,
+    /// Pipes that carry downlink data now.
+    selected: Vec<u64>,
+    joining: bool,
+    last_down: Option<Instant>,
+    empty_since: Option<Instant>,
+}
+
+/// The relay for one primary.
+pub struct Relay {
+    primary: PublicKey,
+    primary_name: String,
+    shared: Arc<HelperShared>,
+    down: Arc<RelayQueue>,
+    up: Arc<RelayQueue>,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    epoch: Instant,
+}
+
+enum Which {
+    Hs,
+    Pipe,
+}
+
+impl Relay {
+    /// A relay for `primary`, with its monitor running.
+    pub fn start(
+        primary: PublicKey,
+        primary_name: String,
+        shared: Arc<HelperShared>,
+    ) -> Arc<Relay> {
+        let cap = shared.cfg.buffer.0;
+        let r = Arc::new(Relay {
+            primary,
+            primary_name,
+            shared,
+            down: Arc::new(RelayQueue::new(cap)),
+            up: Arc::new(RelayQueue::new(cap)),
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(1),
+            epoch: Instant::now(),
+        });
+        tokio::spawn(r.clone().monitor());
+        r
+    }
+
+    fn st(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when the relay has neither pipes nor an HS-Path and can be forgotten.
+    pub fn idle_for(&self) -> Option<Duration> {
+        self.st().empty_since.map(|t| t.elapsed())
+    }
+
+    /// Adds a pipe from the primary.
+    pub fn add_pipe(self: &Arc<Self>, link: Link, name: String, leftover: Vec<Frame>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let slot = self.spawn_link(id, name.clone(), link, Which::Pipe);
+        let mut st = self.st();
+        st.pipes.push(slot);
+        st.empty_since = None;
+        if st.selected.is_empty() {
+            st.selected.push(id);
+        }
+        drop(st);
+        Metrics::inc(&self.shared.metrics.links_opened);
+        tracing::info!(primary = %self.primary_name, pipe = %name, "pipe up");
+        for f in leftover {
+            let me = self.clone();
+            tokio::spawn(async move { me.on_pipe_frame(id, f).await });
+        }
+    }
+
+    fn spawn_link(self: &Arc<Self>, id: u64, name: String, link: Link, which: Which) -> Slot {
+        let Link {
+            mut reader,
+            mut writer,
+            ..
+        } = link;
+        let sock = writer.sock().clone();
+        let _ = sys::set_notsent_lowat(sock.as_ref(), self.shared.tuning.lowat.0 as u32);
+        let peer = sock
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        let ctrl = Arc::new(Ctrl::default());
+        let last_sent = Arc::new(AtomicU64::new(0));
+        let me = self.clone();
+        let is_hs = matches!(which, Which::Hs);
+        let rd = tokio::spawn(async move {
+            let mut frames = Vec::new();
+            loop {
+                match reader.read_frames(&mut frames).await {
+                    Ok(()) => {
+                        for f in frames.drain(..) {
+                            if is_hs {
+                                me.on_hs_frame(id, f).await;
+                            } else {
+                                me.on_pipe_frame(id, f).await;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        me.link_down(id, &e.to_string());
+                        return;
+                    }
+                }
+            }
+        });
+        let me = self.clone();
+        let (c2, ls) = (ctrl.clone(), last_sent.clone());
+        let wr = tokio::spawn(async move {
+            let r = me.write_loop(id, &mut writer, c2, ls, is_hs).await;
+            if let Err(e) = r {
+                me.link_down(id, &e.to_string());
+            }
+        });
+        Slot {
+            id,
+            name,
+            peer,
+            sock,
+            ctrl,
+            tasks: vec![rd, wr],
+            tcp: TcpInfo::default(),
+            unacked_since: None,
+            last_sent,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Writes control frames first, then relayed data while the kernel wants more.
+    async fn write_loop(
+        &self,
+        id: u64,
+        w: &mut LinkWriter,
+        ctrl: Arc<Ctrl>,
+        last_sent: Arc<AtomicU64>,
+        is_hs: bool,
+    ) -> std::io::Result<()> {
+        let queue = if is_hs { &self.up } else { &self.down };
+        loop {
+            while let Some(f) = ctrl.pop() {
+                let _ = w.push_frame(&f);
+            }
+            let carries = is_hs || self.st().selected.contains(&id);
+            let mut kernel_full = false;
+            if carries {
+                while w.pending() == 0 {
+                    if !w.ready_for_more() {
+                        kernel_full = true;
+                        break;
+                    }
+                    let Some(f) = queue.pop() else { break };
+                    let _ = w.push_frame(&f);
+                    w.try_flush()?;
+                }
+            }
+            let wrote_all = w.try_flush()?;
+            if w.pending() == 0 {
+                last_sent.store(self.now_ms(), Ordering::Relaxed);
+            }
+            if !wrote_all || (kernel_full && !w.ready_for_more()) {
+                tokio::select! {
+                    r = w.sock().writable() => r?,
+                    _ = ctrl.notify.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+            } else if carries && queue.has_data() {
+                continue;
+            } else {
+                tokio::select! {
+                    _ = ctrl.notify.notified() => {}
+                    _ = queue.data.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+        }
+    }
+
+    async fn on_pipe_frame(self: &Arc<Self>, pipe: u64, f: Frame) {
+        match f {
+            Frame::Ping { nonce } => self.ctrl_pipe(pipe, Frame::Pong { nonce }),
+            Frame::Pong { .. } | Frame::PipeOpen { .. } | Frame::Extension { .. } => {}
+            Frame::InitMpJoin { session, ticket } => {
+                let me = self.clone();
+                tokio::spawn(async move { me.join(pipe, session, ticket.to_vec()).await });
+            }
+            Frame::Close { code, reason } => {
+                self.link_down(pipe, &format!("primary closed the pipe: {code}: {reason}"));
+            }
+            other => {
+                if self.st().hs.is_some() {
+                    self.up.push(other).await;
+                }
+            }
+        }
+    }
+
+    async fn on_hs_frame(self: &Arc<Self>, hs: u64, f: Frame) {
+        match f {
+            Frame::Ping { nonce } => self.ctrl_hs(Frame::Pong { nonce }),
+            Frame::Pong { .. } | Frame::Extension { .. } => {}
+            Frame::DataCancel { stream, start, end } => {
+                let n = self.down.cancel(stream, start, end);
+                tracing::debug!(%stream, start, end, dropped = n, "cancel");
+            }
+            Frame::Close { code, reason } => {
+                self.link_down(hs, &format!("proxy closed the HS-Path: {code}: {reason}"));
+            }
+            other => {
+                self.st().last_down = Some(Instant::now());
+                self.down.push(other).await;
+            }
+        }
+    }
+
+    fn ctrl_pipe(&self, pipe: u64, f: Frame) {
+        if let Some(p) = self.st().pipes.iter().find(|p| p.id == pipe) {
+            p.ctrl.push(f);
+        }
+    }
+
+    fn ctrl_any_pipe(&self, f: Frame) {
+        let st = self.st();
+        let p = st
+            .pipes
+            .iter()
+            .find(|p| st.selected.contains(&p.id))
+            .or_else(|| st.pipes.first());
+        if let Some(p) = p {
+            p.ctrl.push(f);
+        }
+    }
+
+    fn ctrl_hs(&self, f: Frame) {
+        if let Some(h) = &self.st().hs {
+            h.ctrl.push(f);
+        }
+    }
+
+    /// Joins the primary's session at the proxy (MPBond §4.1).
+    async fn join(self: Arc<Self>, pipe: u64, session: SessionId, ticket: Vec<u8>) {
+        {
+            let mut st = self.st();
+            if st.session == Some(session) && st.hs.is_some() {
+                if let Some(sf) = st.subflow {
+                    drop(st);
+                    self.ctrl_pipe(
+                        pipe,
+                        Frame::MpJoinOk {
+                            version: VERSION,
+                            subflow: sf,
+                            session,
+                        },
+                    );
+                }
+                return;
+            }
+            if st.joining {
+                return;
+            }
+            st.joining = true;
+        }
+        let r = self.do_join(session, &ticket).await;
+        self.st().joining = false;
+        let (link, sf, leftover) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(primary = %self.primary_name, error = %e, "join failed");
+                return;
+            }
+        };
+        {
+            let mut st = self.st();
+            if let Some(mut old) = st.hs.take() {
+                old.stop();
+            }
+        }
+        self.down.clear();
+        self.up.clear();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let slot = self.spawn_link(id, "hs".into(), link, Which::Hs);
+        {
+            let mut st = self.st();
+            st.hs = Some(slot);
+            st.session = Some(session);
+            st.subflow = Some(sf);
+            st.empty_since = None;
+        }
+        Metrics::inc(&self.shared.metrics.links_opened);
+        tracing::info!(primary = %self.primary_name, session = %session, subflow = %sf, "joined the session");
+        self.ctrl_pipe(
+            pipe,
+            Frame::MpJoinOk {
+                version: VERSION,
+                subflow: sf,
+                session,
+            },
+        );
+        for f in leftover {
+            self.on_hs_frame(id, f).await;
+        }
+    }
+
+    async fn do_join(
+        &self,
+        session: SessionId,
+        ticket: &[u8],
+    ) -> Result<(Link, SubflowId, Vec<Frame>), String> {
+        let t = Ticket::decode(ticket).map_err(|e| e.to_string())?;
+        if t.helper_key != self.shared.me.public {
+            return Err("the ticket names another helper".into());
+        }
+        if t.primary_key != self.primary {
+            return Err("the ticket was issued by another primary".into());
+        }
+        let timeout = self.shared.tuning.connect_timeout.0;
+        let fut = async {
+            let sock = crate::net::connect_name(&t.proxy_addr, self.shared.cfg.hs_bind)
+                .await
+                .map_err(|e| format!("connect {}: {e}", t.proxy_addr))?;
+            let sec = if self.shared.tuning.insecure {
+                Security::Insecure
+            } else {
+                Security::Noise
+            };
+            let mut link = link::connect(sock, &self.shared.me, &t.proxy_key, sec)
+                .await
+                .map_err(|e| e.to_string())?;
+            link.writer
+                .push_frame(&Frame::MpJoin {
+                    ver_min: MIN_VERSION,
+                    ver_max: VERSION,
+                    session,
+                    ticket: ticket.to_vec().into(),
+                })
+                .map_err(|e| e.to_string())?;
+            link.writer.flush().await.map_err(|e| e.to_string())?;
+            let mut v = Vec::new();
+            link.reader
+                .read_frames(&mut v)
+                .await
+                .map_err(|e| e.to_string())?;
+            match v.remove(0) {
+                Frame::MpJoinOk { subflow, .. } => Ok((link, subflow, v)),
+                Frame::Close { code, reason } => Err(format!("proxy refused: {code}: {reason}")),
+                other => Err(format!("unexpected {}", other.name())),
+            }
+        };
+        tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| "timed out".to_string())?
+    }
+
+    /// A link failed or closed.
+    fn link_down(&self, id: u64, why: &str) {
+        let mut st = self.st();
+        let sf = st.subflow;
+        if st.hs.as_ref().is_some_and(|h| h.id == id) {
+            if let Some(mut h) = st.hs.take() {
+                h.stop();
+            }
+            st.session = None;
+            st.subflow = None;
+            self.down.clear();
+            self.up.clear();
+            Metrics::inc(&self.shared.metrics.links_failed);
+            tracing::warn!(primary = %self.primary_name, why, "HS-Path down");
+            if let Some(sf) = sf {
+                // The primary reinjects its uplink data and stops using the subflow.
+                for p in &st.pipes {
+                    p.ctrl.push(Frame::SubflowClose {
+                        subflow: sf,
+                        reason: Reason::PATH_FAILED,
+                    });
+                }
+            }
+        } else if let Some(i) = st.pipes.iter().position(|p| p.id == id) {
+            let mut p = st.pipes.remove(i);
+            p.stop();
+            st.selected.retain(|s| *s != id);
+            Metrics::inc(&self.shared.metrics.links_failed);
+            tracing::warn!(primary = %self.primary_name, pipe = %p.name, why, "pipe down");
+            if st.pipes.is_empty() {
+                // No way left to the primary: tear the subflow down (MPBond §4.1).
+                if let Some(mut h) = st.hs.take() {
+                    if let Some(sf) = sf {
+                        h.ctrl.push(Frame::SubflowClose {
+                            subflow: sf,
+                            reason: Reason::PATH_FAILED,
+                        });
+                    }
+                    let sock = h.sock.clone();
+                    let tasks = std::mem::take(&mut h.tasks);
+                    // Give the writer a moment to send the SUBFLOW_CLOSE, then close.
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        for t in tasks {
+                            t.abort();
+                        }
+                        let _ = socket2::SockRef::from(sock.as_ref())
+                            .shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                st.session = None;
+                st.subflow = None;
+                self.down.clear();
+                self.up.clear();
+            } else {
+                if st.selected.is_empty() {
+                    let first = st.pipes[0].id;
+                    st.selected.push(first);
+                }
+                if let (Some(h), Some(sf)) = (&st.hs, sf) {
+                    // Downlink bytes in the lost pipe's kernel buffer are gone.
+                    h.ctrl.push(Frame::PathReset {
+                        subflow: sf,
+                        reason: Reason::PATH_FAILED,
+                    });
+                }
+            }
+        }
+        if st.pipes.is_empty() && st.hs.is_none() {
+            st.empty_since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Feedback, pings, stall detection and pipe selection.
+    async fn monitor(self: Arc<Self>) {
+        let fb_every = self
+            .shared
+            .tuning
+            .feedback_interval
+            .0
+            .max(Duration::from_millis(1));
+        let mut tick = tokio::time::interval(fb_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut last_slow = Instant::now();
+        loop {
+            tick.tick().await;
+            if self.idle_for().is_some_and(|d| d > Duration::from_secs(30)) {
+                return;
+            }
+            self.refresh();
+            self.feedback();
+            if last_slow.elapsed() >= Duration::from_millis(100) {
+                last_slow = Instant::now();
+                self.liveness_and_selection();
+            }
+        }
+    }
+
+    fn refresh(&self) {
+        let mut st = self.st();
+        let st = &mut *st;
+        for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
+            if let Ok(t) = sys::tcp_info(s.sock.as_ref()) {
+                s.tcp = t;
+            }
+        }
+    }
+
+    fn feedback(&self) {
+        let st = self.st();
+        let Some(sf) = st.subflow else { return };
+        let ts = self.epoch.elapsed().as_micros() as u64;
+        let carrying: Vec<&Slot> = st
+            .pipes
+            .iter()
+            .filter(|p| st.selected.contains(&p.id))
+            .collect();
+        let pipes_outq: u64 = st
+            .pipes
+            .iter()
+            .map(|p| sys::outq(p.sock.as_ref()).unwrap_or(0))
+            .sum();
+        let down = PipeFeedback {
+            subflow: sf,
+            throughput_bps: carrying.iter().map(|p| p.tcp.delivery_rate).sum::<u64>() * 8,
+            rtt_us: carrying.iter().map(|p| p.tcp.rtt_us).min().unwrap_or(0),
+            buffered: self.down.bytes() + pipes_outq,
+            timestamp_us: ts,
+            uplink: false,
+        };
+        let hs_active = st
+            .last_down
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(200))
+            || self.down.bytes() > 0;
+        let up = st.hs.as_ref().map(|h| PipeFeedback {
+            subflow: sf,
+            throughput_bps: h.tcp.delivery_rate * 8,
+            rtt_us: h.tcp.rtt_us,
+            buffered: self.up.bytes() + sys::outq(h.sock.as_ref()).unwrap_or(0),
+            timestamp_us: ts,
+            uplink: true,
+        });
+        let policy = self.shared.cfg.feedback;
+        drop(st);
+        match policy {
+            FeedbackPolicy::Always => self.ctrl_hs(Frame::PipeFeedback(down)),
+            FeedbackPolicy::OnDemand => {
+                if hs_active {
+                    self.ctrl_hs(Frame::PipeFeedback(down));
+                }
+            }
+            FeedbackPolicy::Flexible => {
+                if hs_active {
+                    self.ctrl_hs(Frame::PipeFeedback(down));
+                } else {
+                    // The HS-Path is idle: let the primary carry it over the PS-Path so the
+                    // helper's WAN radio can sleep.
+                    self.ctrl_any_pipe(Frame::PipeFeedback(down));
+                }
+            }
+        }
+        if let Some(up) = up {
+            self.ctrl_any_pipe(Frame::PipeFeedback(up));
+        }
+    }
+
+    fn liveness_and_selection(&self) {
+        let stall = self.shared.tuning.stall_timeout.0;
+        let now = Instant::now();
+        let now_ms = self.now_ms();
+        let mut dead = Vec::new();
+        {
+            let mut st = self.st();
+            let st = &mut *st;
+            for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
+                if s.tcp.unacked_bytes > 0 {
+                    let since = *s.unacked_since.get_or_insert(now);
+                    if now - since >= stall
+                        && u128::from(s.tcp.last_ack_recv_ms) >= stall.as_millis()
+                    {
+                        dead.push(s.id);
+                    }
+                } else {
+                    s.unacked_since = None;
+                }
+                if now_ms.saturating_sub(s.last_sent.load(Ordering::Relaxed))
+                    >= PING_EVERY.as_millis() as u64
+                {
+                    s.ctrl.push(Frame::Ping { nonce: s.id });
+                }
+            }
+            // Pipe policy.
+            let policy = self.shared.cfg.pipe_policy.as_str();
+            let ids: Vec<u64> = st.pipes.iter().map(|p| p.id).collect();
+            st.selected = match policy {
+                "all" => ids,
+                "fastest" => {
+                    let cur = st.selected.first().copied();
+                    let rate = |id: u64| {
+                        st.pipes
+                            .iter()
+                            .find(|p| p.id == id)
+                            .map_or(0, |p| p.tcp.delivery_rate)
+                    };
+                    let best = st
+                        .pipes
+                        .iter()
+                        .max_by_key(|p| p.tcp.delivery_rate)
+                        .map(|p| p.id);
+                    match (cur, best) {
+                        // Switch only for a clear gain, to avoid flapping.
+                        (Some(c), Some(b)) if ids.contains(&c) && rate(b) <= rate(c) * 6 / 5 => {
+                            vec![c]
+                        }
+                        (_, Some(b)) => vec![b],
+                        _ => Vec::new(),
+                    }
+                }
+                name => st
+                    .pipes
+                    .iter()
+                    .find(|p| p.name == name)
+                    .or_else(|| st.pipes.first())
+                    .map(|p| vec![p.id])
+                    .unwrap_or_default(),
+            };
+        }
+        for id in dead {
+            self.link_down(id, "stalled: no ACK within the stall timeout");
+        }
+    }
+
+    /// A status snapshot.
+    pub fn status(&self) -> RelayStatus {
+        let st = self.st();
+        RelayStatus {
+            primary: self.primary_name.clone(),
+            session: st.session.map_or("-".into(), |s| s.to_string()),
+            down_buffered: self.down.bytes(),
+            up_buffered: self.up.bytes(),
+            down_bytes: self.down.relayed(),
+            up_bytes: self.up.relayed(),
+            pipes: st.pipes.iter().map(Slot::status).collect(),
+            hs: st.hs.as_ref().map(Slot::status),
+        }
+    }
+
+    /// Closes everything.
+    pub fn stop(&self) {
+        let mut st = self.st();
+        for p in st.pipes.iter_mut() {
+            p.stop();
+        }
+        if let Some(h) = st.hs.as_mut() {
+            h.stop();
+        }
+        st.pipes.clear();
+        st.hs = None;
+    }
+}

@@ -1,0 +1,16 @@
+//! The mpbond daemons: `proxy`, `primary` and `helper`, running the sans-IO core over real TCP
+//! sockets with tokio.
+
+pub mod config;
+pub mod helper;
+pub mod keys;
+pub mod link;
+pub mod net;
+pub mod node;
+pub mod pair;
+pub mod primary;
+pub mod proxy;
+pub mod session;
+pub mod status;
+pub mod sys;
+pub mod ticket;

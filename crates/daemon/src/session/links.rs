@@ -1,0 +1,523 @@
+//! Links and subflows of a session: adding and removing them, liveness, the link choice of a
+//! pipe policy, and the [`PathView`]s the scheduler sees.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mpbond_core::{PathEstimator, PathKind, PathView, PipeState, TcpSample};
+use mpbond_proto::{Frame, PipeFeedback, Reason, SubflowId};
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinHandle;
+
+use super::{Event, LinkId, Session, Side, PING_EVERY};
+use crate::keys::PublicKey;
+use crate::link::{Link, LinkWriter};
+use crate::status::{LinkStatus, Metrics, PipeStatus, SubflowStatus};
+use crate::sys::{self, TcpInfo};
+
+/// Time constant of the link throughput estimators.
+const ESTIMATOR_TAU: Duration = Duration::from_millis(100);
+
+/// One link owned by the session.
+pub(super) struct LinkState {
+    pub subflow: Option<SubflowId>,
+    pub name: String,
+    pub peer_addr: String,
+    pub writer: LinkWriter,
+    reader: JoinHandle<()>,
+    watcher: JoinHandle<()>,
+    arm: Arc<Notify>,
+    armed: bool,
+    pub tcp: TcpInfo,
+    pub est: PathEstimator,
+    pub last_sent: Instant,
+    pub idle: bool,
+    unacked_since: Option<Instant>,
+    /// Primary: the helper at the other end of this pipe.
+    pub helper: Option<PublicKey>,
+    gone: Option<oneshot::Sender<()>>,
+}
+
+impl LinkState {
+    /// Stops the link's tasks and closes its socket.
+    pub fn stop(&mut self) {
+        self.reader.abort();
+        self.watcher.abort();
+        let _ =
+            socket2::SockRef::from(self.writer.sock().as_ref()).shutdown(std::net::Shutdown::Both);
+        self.gone.take();
+    }
+}
+
+/// One subflow: a PS-Path or HS-Path link, or (at the primary) a helper's pipes.
+pub(super) struct SubflowState {
+    pub kind: PathKind,
+    pub links: Vec<LinkId>,
+    pub pipe: PipeState,
+    pub policy: String,
+    pub helper: Option<PublicKey>,
+    pub helper_name: Option<String>,
+    pub scheduled: u64,
+    rr: usize,
+}
+
+impl Session {
+    /// Registers a link and starts its reader and watcher tasks.
+    pub(super) fn add_link(
+        &mut self,
+        link: Link,
+        name: String,
+        subflow: Option<SubflowId>,
+        helper: Option<PublicKey>,
+        gone: Option<oneshot::Sender<()>>,
+    ) -> LinkId {
+        let id = self.next_link;
+        self.next_link += 1;
+        let Link {
+            mut reader, writer, ..
+        } = link;
+        let sock = writer.sock().clone();
+        let _ = sys::set_notsent_lowat(sock.as_ref(), self.spec.tuning.lowat.0 as u32);
+        let peer_addr = sock
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        let tx = self.tx.clone();
+        let reader = tokio::spawn(async move {
+            let mut frames = Vec::new();
+            loop {
+                match reader.read_frames(&mut frames).await {
+                    Ok(()) => {
+                        let batch = std::mem::take(&mut frames);
+                        if tx
+                            .send(Event::Frames {
+                                link: id,
+                                frames: batch,
+                            })
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx
+                            .send(Event::LinkDown {
+                                link: id,
+                                why: e.to_string(),
+                            })
+                            .await;
+                        return;
+                    }
+                }
+            }
+        });
+        let arm = Arc::new(Notify::new());
+        let (tx, arm2, wsock) = (self.tx.clone(), arm.clone(), sock.clone());
+        let watcher = tokio::spawn(async move {
+            loop {
+                arm2.notified().await;
+                if wsock.writable().await.is_err() {
+                    return;
+                }
+                if tx.send(Event::Writable { link: id }).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let mut est = PathEstimator::new(ESTIMATOR_TAU);
+        let tcp = sys::tcp_info(sock.as_ref()).unwrap_or_default();
+        feed(&mut est, &tcp, self.now());
+        self.links.insert(
+            id,
+            LinkState {
+                subflow,
+                name,
+                peer_addr,
+                writer,
+                reader,
+                watcher,
+                arm,
+                armed: false,
+                tcp,
+                est,
+                last_sent: Instant::now(),
+                idle: true,
+                unacked_since: None,
+                helper,
+                gone,
+            },
+        );
+        Metrics::inc(&self.spec.metrics.links_opened);
+        self.orphaned_since = None;
+        id
+    }
+
+    /// Makes a link part of a subflow, creating the subflow if needed.
+    pub(super) fn attach(
+        &mut self,
+        link: LinkId,
+        subflow: SubflowId,
+        kind: PathKind,
+        helper: Option<(PublicKey, String)>,
+        policy: Option<String>,
+    ) {
+        if let Some(l) = self.links.get_mut(&link) {
+            l.subflow = Some(subflow);
+        }
+        let sf = self
+            .subflows
+            .entry(subflow)
+            .or_insert_with(|| SubflowState {
+                kind,
+                links: Vec::new(),
+                pipe: PipeState::default(),
+                policy: policy.clone().unwrap_or_else(|| "fastest".into()),
+                helper: helper.as_ref().map(|h| h.0),
+                helper_name: helper.as_ref().map(|h| h.1.clone()),
+                scheduled: 0,
+                rr: 0,
+            });
+        if !sf.links.contains(&link) {
+            sf.links.push(link);
+        }
+        self.sender.add_subflow(subflow, kind);
+        tracing::info!(session = %self.spec.id, %subflow, ?kind, link, "subflow link attached");
+    }
+
+    /// A link failed or was closed.
+    pub(super) fn link_down(&mut self, link: LinkId, why: &str) {
+        let Some(mut ls) = self.links.remove(&link) else {
+            return;
+        };
+        tracing::warn!(session = %self.spec.id, link = %ls.name, peer = %ls.peer_addr, why, "link down");
+        if why != "peer closed the connection" {
+            Metrics::inc(&self.spec.metrics.links_failed);
+        }
+        ls.stop();
+        let Some(sfid) = ls.subflow else {
+            // A pipe that never joined.
+            if let Some(h) = ls.helper {
+                if !self.links.values().any(|l| l.helper == Some(h)) {
+                    self.joining.remove(&h);
+                }
+            }
+            self.check_orphaned();
+            return;
+        };
+        let remaining = match self.subflows.get_mut(&sfid) {
+            Some(sf) => {
+                sf.links.retain(|l| *l != link);
+                sf.links.len()
+            }
+            None => 0,
+        };
+        if remaining > 0 {
+            // One of several pipes: the subflow lives, but what was in flight on this pipe may
+            // be lost in both directions.
+            let n = self.sender.rescue_subflow(sfid);
+            tracing::info!(session = %self.spec.id, subflow = %sfid, bytes = n, "pipe lost: reinjecting");
+            if self.spec.side == Side::Primary {
+                self.send_control(&Frame::PathReset {
+                    subflow: sfid,
+                    reason: Reason::PATH_FAILED,
+                });
+            }
+        } else {
+            self.remove_subflow(sfid, true);
+        }
+        self.check_orphaned();
+    }
+
+    /// Removes a subflow whose links are gone: its data is reinjected on the others.
+    pub(super) fn remove_subflow(&mut self, sfid: SubflowId, tell_peer: bool) {
+        let Some(sf) = self.subflows.remove(&sfid) else {
+            return;
+        };
+        for l in sf.links {
+            if let Some(mut ls) = self.links.remove(&l) {
+                ls.stop();
+            }
+        }
+        let n = self.sender.remove_subflow(sfid);
+        tracing::info!(session = %self.spec.id, subflow = %sfid, bytes = n, "subflow removed: reinjecting");
+        if let Some(h) = sf.helper {
+            self.helper_subflow.remove(&h);
+            // Ask it to join again in a second if its pipes are still up.
+            self.rejoin_after
+                .insert(h, Instant::now() + Duration::from_secs(1));
+        }
+        if tell_peer && self.spec.side == Side::Primary && sf.kind == PathKind::Helper {
+            self.send_control(&Frame::SubflowClose {
+                subflow: sfid,
+                reason: Reason::PATH_FAILED,
+            });
+        }
+    }
+
+    fn check_orphaned(&mut self) {
+        if self.links.is_empty() {
+            self.orphaned_since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Queues a frame on a link (not flushed).
+    pub(super) fn push(&mut self, link: LinkId, f: &Frame) {
+        if let Some(l) = self.links.get_mut(&link) {
+            if let Err(e) = l.writer.push_frame(f) {
+                tracing::error!(frame = f.name(), error = %e, "could not encode a frame");
+            }
+        }
+    }
+
+    /// Writes what a link has queued, and works out whether it is idle: nothing left in user
+    /// space and fewer than `lowat` bytes not yet sent in the kernel. A busy link arms its
+    /// watcher, which reports when the kernel wants more.
+    pub(super) fn flush_link(&mut self, link: LinkId) {
+        let Some(l) = self.links.get_mut(&link) else {
+            return;
+        };
+        match l.writer.try_flush() {
+            Ok(all) => {
+                l.last_sent = Instant::now();
+                l.idle = all && l.writer.ready_for_more();
+                if !l.idle && !l.armed {
+                    l.armed = true;
+                    l.arm.notify_one();
+                }
+            }
+            Err(e) => {
+                let why = e.to_string();
+                self.link_down(link, &why);
+            }
+        }
+    }
+
+    pub(super) fn on_writable(&mut self, link: LinkId) {
+        if let Some(l) = self.links.get_mut(&link) {
+            l.armed = false;
+        }
+        self.flush_link(link);
+    }
+
+    /// Reads TCP_INFO of every link and feeds the estimators (every tick).
+    pub(super) fn refresh_links(&mut self) {
+        let now = self.now();
+        let lowat = self.spec.tuning.lowat.0;
+        for l in self.links.values_mut() {
+            if let Ok(t) = sys::tcp_info(l.writer.sock().as_ref()) {
+                l.tcp = t;
+                feed(&mut l.est, &t, now);
+                if !l.idle && l.writer.pending() == 0 && t.notsent_bytes < lowat {
+                    l.idle = true;
+                }
+            }
+        }
+    }
+
+    /// Liveness and pings (every 100 ms). A link is dead when it has had unacknowledged data
+    /// for the stall timeout with no ACK in that time: the kernel's own view, so backpressure
+    /// from a slow peer (a closed window, no unacknowledged data) is never mistaken for a stall.
+    pub(super) fn liveness(&mut self) {
+        let stall = self.spec.tuning.stall_timeout.0;
+        let now = Instant::now();
+        let mut dead = Vec::new();
+        let mut ping = Vec::new();
+        for (&id, l) in self.links.iter_mut() {
+            if l.tcp.unacked_bytes > 0 {
+                let since = *l.unacked_since.get_or_insert(now);
+                if now - since >= stall && u128::from(l.tcp.last_ack_recv_ms) >= stall.as_millis() {
+                    dead.push(id);
+                }
+            } else {
+                l.unacked_since = None;
+            }
+            if now - l.last_sent >= PING_EVERY && l.writer.pending() == 0 {
+                ping.push(id);
+            }
+        }
+        for id in ping {
+            self.push(id, &Frame::Ping { nonce: id });
+            self.flush_link(id);
+        }
+        for id in dead {
+            self.link_down(id, "stalled: no ACK within the stall timeout");
+        }
+    }
+
+    /// The link that carries data (or a cancel) of a subflow now, by its pipe policy.
+    pub(super) fn subflow_link(&mut self, sfid: SubflowId, data: bool) -> Option<LinkId> {
+        let sf = self.subflows.get_mut(&sfid)?;
+        let alive: Vec<LinkId> = sf
+            .links
+            .iter()
+            .copied()
+            .filter(|l| self.links.contains_key(l))
+            .collect();
+        if alive.len() <= 1 || !data {
+            return alive.first().copied();
+        }
+        let fastest = || {
+            alive.iter().copied().max_by(|a, b| {
+                let ta = self.links.get(a).map_or(0.0, |l| l.est.throughput());
+                let tb = self.links.get(b).map_or(0.0, |l| l.est.throughput());
+                ta.total_cmp(&tb)
+            })
+        };
+        match sf.policy.as_str() {
+            "fastest" => fastest(),
+            "all" => {
+                let n = alive.len();
+                for i in 0..n {
+                    let l = alive[(sf.rr + i) % n];
+                    if self.links.get(&l).is_some_and(|x| x.idle) {
+                        sf.rr = (sf.rr + i + 1) % n;
+                        return Some(l);
+                    }
+                }
+                alive.get(sf.rr % n).copied()
+            }
+            name => alive
+                .iter()
+                .copied()
+                .find(|l| self.links.get(l).is_some_and(|x| x.name == name))
+                .or_else(fastest),
+        }
+    }
+
+    /// The link for control frames: the lowest-RTT link of any subflow.
+    pub(super) fn control_link(&self) -> Option<LinkId> {
+        self.subflows
+            .values()
+            .flat_map(|s| s.links.iter())
+            .filter_map(|l| self.links.get(l).map(|x| (*l, x.est.srtt())))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(l, _)| l)
+    }
+
+    /// Sends a control frame on the control link.
+    pub(super) fn send_control(&mut self, f: &Frame) {
+        if let Some(l) = self.control_link() {
+            self.push(l, f);
+            self.flush_link(l);
+        }
+    }
+
+    /// Applies a helper's report about the second hop of its subflow.
+    pub(super) fn on_feedback(&mut self, fb: PipeFeedback) {
+        let now = self.now();
+        if let Some(sf) = self.subflows.get_mut(&fb.subflow) {
+            sf.pipe.on_feedback(now, fb);
+        }
+    }
+
+    /// The scheduler's view of every subflow.
+    pub(super) fn views(&mut self) -> Vec<PathView> {
+        let ids: Vec<SubflowId> = self.subflows.keys().copied().collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let policy_all = self
+                .subflows
+                .get(&id)
+                .is_some_and(|s| s.policy == "all" && s.links.len() > 1);
+            let links: Vec<LinkId> = if policy_all {
+                self.subflows
+                    .get(&id)
+                    .map(|s| s.links.clone())
+                    .unwrap_or_default()
+            } else {
+                self.subflow_link(id, true).into_iter().collect()
+            };
+            let Some(sf) = self.subflows.get(&id) else {
+                continue;
+            };
+            if links.is_empty() {
+                continue;
+            }
+            let mut v = PathView::new(id, sf.kind);
+            v.idle = false;
+            for l in links.iter().filter_map(|l| self.links.get(l)) {
+                v.idle |= l.idle;
+                v.rtt = v.rtt.max(l.est.srtt());
+                v.min_rtt = if v.min_rtt == 0.0 {
+                    l.est.min_rtt()
+                } else {
+                    v.min_rtt.min(l.est.min_rtt())
+                };
+                v.throughput += l.est.throughput();
+                v.cwnd += l.tcp.cwnd_bytes;
+                v.inflight += l.tcp.unacked_bytes;
+                v.queued += l.writer.pending() as u64 + l.tcp.unacked_bytes + l.tcp.notsent_bytes;
+                v.bytes_acked += l.tcp.bytes_acked;
+                v.loss_rate = v.loss_rate.max(l.tcp.loss_rate());
+            }
+            if sf.kind == PathKind::Helper {
+                v.pipe = sf.pipe.view();
+            }
+            out.push(v);
+        }
+        out
+    }
+
+    pub(super) fn subflow_status(&self) -> Vec<SubflowStatus> {
+        let now = self.now();
+        self.subflows
+            .iter()
+            .map(|(id, sf)| {
+                let links: Vec<LinkStatus> = sf
+                    .links
+                    .iter()
+                    .filter_map(|l| self.links.get(l))
+                    .map(|l| LinkStatus {
+                        name: l.name.clone(),
+                        peer: l.peer_addr.clone(),
+                        pending: l.writer.pending() as u64,
+                        tcp: l.tcp,
+                    })
+                    .collect();
+                let ests: Vec<&PathEstimator> = sf
+                    .links
+                    .iter()
+                    .filter_map(|l| self.links.get(l).map(|x| &x.est))
+                    .collect();
+                SubflowStatus {
+                    id: id.0,
+                    kind: match sf.kind {
+                        PathKind::Direct => "direct".into(),
+                        PathKind::Helper => "helper".into(),
+                    },
+                    helper: sf.helper_name.clone(),
+                    throughput_bps: ests.iter().map(|e| e.throughput()).sum::<f64>() * 8.0,
+                    rtt_ms: ests.iter().map(|e| e.srtt()).fold(0.0, f64::max) * 1e3,
+                    queued: links
+                        .iter()
+                        .map(|l| l.pending + l.tcp.unacked_bytes + l.tcp.notsent_bytes)
+                        .sum(),
+                    outstanding: self.sender.outstanding(*id),
+                    bytes_scheduled: sf.scheduled,
+                    pipe: sf.pipe.view().map(|p| PipeStatus {
+                        throughput_bps: p.throughput * 8.0,
+                        rtt_ms: p.rtt * 1e3,
+                        buffered: p.buffered,
+                        age_ms: sf.pipe.age(now).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3),
+                    }),
+                    links,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Feeds a link estimator from TCP_INFO: the kernel's delivery rate when it has one.
+fn feed(est: &mut PathEstimator, t: &TcpInfo, now: mpbond_core::Time) {
+    if t.rtt_us == 0 {
+        return;
+    }
+    est.on_sample(TcpSample {
+        now,
+        srtt: t.rtt_us as f64 / 1e6,
+        cwnd: t.cwnd_bytes,
+        delivery_rate: (t.delivery_rate > 0).then_some(t.delivery_rate as f64),
+        app_limited: t.app_limited,
+    });
+}
