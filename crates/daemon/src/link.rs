@@ -17,6 +17,7 @@
 //! their public keys in clear and frames travel unencrypted and unauthenticated.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Buf, BufMut, BytesMut};
@@ -204,6 +205,7 @@ fn split(sock: TcpStream, cipher: Option<Arc<StatelessTransportState>>, peer: Pu
     Link {
         reader: LinkReader {
             sock: sock.clone(),
+            last_rx: Arc::new(AtomicU64::new(crate::sys::mono_ms())),
             cipher: cipher.clone(),
             nonce: 0,
             raw: BytesMut::with_capacity(MAX_RECORD + 2),
@@ -345,6 +347,7 @@ impl LinkWriter {
 #[derive(Debug)]
 pub struct LinkReader {
     sock: Arc<TcpStream>,
+    last_rx: Arc<AtomicU64>,
     cipher: Option<Arc<StatelessTransportState>>,
     nonce: u64,
     raw: BytesMut,
@@ -356,6 +359,12 @@ impl LinkReader {
     /// The socket.
     pub fn sock(&self) -> &Arc<TcpStream> {
         &self.sock
+    }
+
+    /// When a byte last arrived ([`crate::sys::mono_ms`]): the liveness clock. Bytes, not
+    /// frames, so a slow link carrying a large record still counts as alive.
+    pub fn last_rx(&self) -> Arc<AtomicU64> {
+        self.last_rx.clone()
     }
 
     /// Waits for at least one frame and appends every complete frame available to `out`.
@@ -376,7 +385,7 @@ impl LinkReader {
             self.raw.reserve(MAX_RECORD + 2);
             match self.sock.try_read_buf(&mut self.raw) {
                 Ok(0) => return Err(LinkError::Closed),
-                Ok(_) => {}
+                Ok(_) => self.last_rx.store(crate::sys::mono_ms(), Ordering::Relaxed),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e.into()),
             }

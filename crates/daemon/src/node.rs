@@ -144,11 +144,24 @@ async fn serve_control(l: TcpListener, node: Arc<Node>, mut stop: watch::Receive
         };
         let node = node.clone();
         tokio::spawn(async move {
-            let mut buf = vec![0u8; 2048];
-            let n = match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                _ => return,
+            // Read the request head (bounded), so no unread bytes turn our close into a reset.
+            let mut buf = Vec::with_capacity(1024);
+            let read_head = async {
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
             };
+            if tokio::time::timeout(Duration::from_secs(5), read_head)
+                .await
+                .is_err()
+            {
+                return;
+            }
+            let n = buf.len();
             let req = String::from_utf8_lossy(&buf[..n]);
             let path = req.split_whitespace().nth(1).unwrap_or("/");
             let (code, ctype, body) = match path {

@@ -237,6 +237,15 @@ impl Default for SockAddrIn6 {
     }
 }
 
+/// Milliseconds on a process-wide monotonic clock (for timestamps shared between tasks).
+pub fn mono_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}
+
 /// Resident set size of this process in bytes, from /proc/self/statm.
 pub fn rss_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/statm").ok()?;

@@ -5,7 +5,7 @@
 //! segment for a subflow) and [`SenderEvent`]s (frames the owner should send). The proxy runs
 //! one for downlink, the primary one for uplink, and the simulator runs the same code.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use mpbond_proto::{DataAck, StreamId, SubflowId, DATA_OVERHEAD, MAX_PAYLOAD};
@@ -149,6 +149,10 @@ pub struct Sender {
     /// Streams that may have something to send, in round-robin order.
     active: VecDeque<StreamId>,
     subflows: BTreeMap<SubflowId, SubflowAcct>,
+    /// Subflows removed with [`Sender::remove_subflow`]: a stale view naming one is ignored
+    /// rather than bringing it back, or data would be scheduled on a path that no longer
+    /// exists. Only [`Sender::add_subflow`] revives an id.
+    retired: BTreeSet<SubflowId>,
     cancels: VecDeque<Cancel>,
     stats: SenderStats,
 }
@@ -163,6 +167,7 @@ impl Sender {
             streams: BTreeMap::new(),
             active: VecDeque::new(),
             subflows: BTreeMap::new(),
+            retired: BTreeSet::new(),
             cancels: VecDeque::new(),
             stats: SenderStats::default(),
         }
@@ -264,6 +269,7 @@ impl Sender {
     /// Registers a subflow. Views of unknown subflows are registered on first sight, so this
     /// is optional, but it lets a new subflow be counted before its first view.
     pub fn add_subflow(&mut self, id: SubflowId, kind: PathKind) {
+        self.retired.remove(&id);
         self.subflows.entry(id).or_default().kind = Some(kind);
     }
 
@@ -272,6 +278,7 @@ impl Sender {
     /// taken back.
     pub fn remove_subflow(&mut self, id: SubflowId) -> u64 {
         self.subflows.remove(&id);
+        self.retired.insert(id);
         self.take_back(id)
     }
 
@@ -346,6 +353,11 @@ impl Sender {
     /// helper-buffer clamp.
     fn prepare(&mut self, views: &mut [PathView]) {
         for v in views.iter_mut() {
+            if self.retired.contains(&v.id) {
+                v.idle = false;
+                v.outstanding = 0;
+                continue;
+            }
             let acct = self.subflows.entry(v.id).or_default();
             acct.kind.get_or_insert(v.kind);
             v.outstanding = acct.outstanding;
@@ -455,7 +467,7 @@ impl Sender {
                 None => self.scheduler.select(&ctx, views),
             };
             let pick = match decision {
-                Decision::Send(id) if Some(id) != seg.avoid => {
+                Decision::Send(id) if Some(id) != seg.avoid && !self.retired.contains(&id) => {
                     views.iter().position(|v| v.id == id)
                 }
                 _ => None,

@@ -56,6 +56,10 @@ struct Slot {
     tcp: TcpInfo,
     unacked_since: Option<Instant>,
     last_sent: Arc<AtomicU64>,
+    /// When a byte last arrived ([`sys::mono_ms`]).
+    last_rx: Arc<AtomicU64>,
+    /// The reader waits for buffer space: the peer's silence is then our doing.
+    blocked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Slot {
@@ -163,6 +167,8 @@ impl Relay {
             ..
         } = link;
         let sock = writer.sock().clone();
+        let last_rx = reader.last_rx();
+        let blocked = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let _ = sys::set_notsent_lowat(sock.as_ref(), self.shared.tuning.lowat.0 as u32);
         let peer = sock
             .peer_addr()
@@ -172,11 +178,13 @@ impl Relay {
         let last_sent = Arc::new(AtomicU64::new(0));
         let me = self.clone();
         let is_hs = matches!(which, Which::Hs);
+        let (rx2, blocked2) = (last_rx.clone(), blocked.clone());
         let rd = tokio::spawn(async move {
             let mut frames = Vec::new();
             loop {
                 match reader.read_frames(&mut frames).await {
                     Ok(()) => {
+                        blocked2.store(true, Ordering::Relaxed);
                         for f in frames.drain(..) {
                             if is_hs {
                                 me.on_hs_frame(id, f).await;
@@ -184,6 +192,9 @@ impl Relay {
                                 me.on_pipe_frame(id, f).await;
                             }
                         }
+                        blocked2.store(false, Ordering::Relaxed);
+                        // Time spent waiting for buffer space is not the peer's silence.
+                        rx2.store(sys::mono_ms(), Ordering::Relaxed);
                     }
                     Err(e) => {
                         me.link_down(id, &e.to_string());
@@ -210,6 +221,8 @@ impl Relay {
             tcp: TcpInfo::default(),
             unacked_since: None,
             last_sent,
+            last_rx,
+            blocked,
         }
     }
 
@@ -615,7 +628,13 @@ impl Relay {
         {
             let mut st = self.st();
             let st = &mut *st;
+            let now_rx = sys::mono_ms();
             for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
+                let silent = now_rx.saturating_sub(s.last_rx.load(Ordering::Relaxed));
+                if !s.blocked.load(Ordering::Relaxed) && u128::from(silent) >= stall.as_millis() {
+                    dead.push(s.id);
+                    continue;
+                }
                 if s.tcp.unacked_bytes > 0 {
                     let since = *s.unacked_since.get_or_insert(now);
                     if now - since >= stall
@@ -669,7 +688,7 @@ impl Relay {
             };
         }
         for id in dead {
-            self.link_down(id, "stalled: no ACK within the stall timeout");
+            self.link_down(id, "stalled: no progress within the stall timeout");
         }
     }
 

@@ -359,6 +359,12 @@ impl Primary {
                 })
                 .await;
             if sent.is_err() {
+                // That session has ended; wait for the supervisor to publish the next one.
+                tokio::select! {
+                    _ = current.changed() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    _ = stop.changed() => {}
+                }
                 continue;
             }
             tokio::select! {

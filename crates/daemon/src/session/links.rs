@@ -33,6 +33,7 @@ pub(super) struct LinkState {
     pub last_sent: Instant,
     pub idle: bool,
     unacked_since: Option<Instant>,
+    last_rx: Arc<std::sync::atomic::AtomicU64>,
     /// Primary: the helper at the other end of this pipe.
     pub helper: Option<PublicKey>,
     gone: Option<oneshot::Sender<()>>,
@@ -76,6 +77,7 @@ impl Session {
         let Link {
             mut reader, writer, ..
         } = link;
+        let last_rx = reader.last_rx();
         let sock = writer.sock().clone();
         let _ = sys::set_notsent_lowat(sock.as_ref(), self.spec.tuning.lowat.0 as u32);
         let peer_addr = sock
@@ -144,6 +146,7 @@ impl Session {
                 last_sent: Instant::now(),
                 idle: true,
                 unacked_since: None,
+                last_rx,
                 helper,
                 gone,
             },
@@ -315,19 +318,32 @@ impl Session {
         }
     }
 
-    /// Liveness and pings (every 100 ms). A link is dead when it has had unacknowledged data
-    /// for the stall timeout with no ACK in that time: the kernel's own view, so backpressure
-    /// from a slow peer (a closed window, no unacknowledged data) is never mistaken for a stall.
+    /// Liveness and pings (every 100 ms). Every endpoint sends something at least every
+    /// [`PING_EVERY`], so a link is dead when, for the stall timeout, either
+    /// - no byte arrived from the peer (the path or the peer stopped; this also catches a
+    ///   middlebox or a hung peer whose kernel still acknowledges), or
+    /// - data we sent stayed unacknowledged with no ACK at all (the kernel's view: the path
+    ///   stopped carrying packets).
+    ///
+    /// A peer that our own backpressure silences cannot trip either rule: its kernel still
+    /// sends window probes, ours answers them, and nothing of ours is unacknowledged.
     pub(super) fn liveness(&mut self) {
         let stall = self.spec.tuning.stall_timeout.0;
         let now = Instant::now();
+        let now_ms = crate::sys::mono_ms();
         let mut dead = Vec::new();
         let mut ping = Vec::new();
         for (&id, l) in self.links.iter_mut() {
+            let silent =
+                now_ms.saturating_sub(l.last_rx.load(std::sync::atomic::Ordering::Relaxed));
+            if u128::from(silent) >= stall.as_millis() {
+                dead.push((id, "stalled: nothing received within the stall timeout"));
+                continue;
+            }
             if l.tcp.unacked_bytes > 0 {
                 let since = *l.unacked_since.get_or_insert(now);
                 if now - since >= stall && u128::from(l.tcp.last_ack_recv_ms) >= stall.as_millis() {
-                    dead.push(id);
+                    dead.push((id, "stalled: no ACK within the stall timeout"));
                 }
             } else {
                 l.unacked_since = None;
@@ -340,8 +356,8 @@ impl Session {
             self.push(id, &Frame::Ping { nonce: id });
             self.flush_link(id);
         }
-        for id in dead {
-            self.link_down(id, "stalled: no ACK within the stall timeout");
+        for (id, why) in dead {
+            self.link_down(id, why);
         }
     }
 

@@ -446,8 +446,10 @@ impl Session {
                 }
                 Output::Data(t) => {
                     let Some(l) = self.subflow_link(t.subflow, true) else {
-                        // The subflow lost its last link in between: the data stays in flight
-                        // on it until the subflow is removed and its bytes reinjected.
+                        // The subflow lost its last link during this pump (a write failed):
+                        // it was removed, so these bytes are taken back and rescheduled.
+                        self.sender.remove_subflow(t.subflow);
+                        views = self.views();
                         continue;
                     };
                     if let Some(sf) = self.subflows.get_mut(&t.subflow) {

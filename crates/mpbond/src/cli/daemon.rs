@@ -118,9 +118,12 @@ pub struct StatusArgs {
 
 fn init_logging(filter: &str) {
     let f = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_string());
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(f))
         .with_target(false)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 
@@ -317,7 +320,7 @@ fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut r = String::new();
     s.read_to_string(&mut r)?;
     let (head, body) = r.split_once("\r\n\r\n").context("bad HTTP reply")?;

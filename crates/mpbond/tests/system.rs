@@ -1,0 +1,426 @@
+//! End-to-end tests: real proxy, primary and helper processes on loopback, an HTTP origin, and
+//! clients going through SOCKS5. Every transfer is checked by SHA-256.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Round-robin keeps every subflow busy, so a failure always hits data in flight.
+const RR: &str = "scheduler = \"roundrobin\"";
+
+/// Bytes the proxy reinjected in its session (recalls and failed subflows).
+fn reinjected(c: &Cluster) -> u64 {
+    let m = http_get(c.proxy.control, "/metrics").unwrap_or_default();
+    m.lines()
+        .find_map(|l| l.strip_prefix("mpbond_bytes_reinjected_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Downloads `n` bytes through the bond and checks them.
+fn download(c: &Cluster, n: usize, seed: u64) {
+    let got = curl_get(c.socks, &c.url(&format!("/bytes/{n}?seed={seed}")))
+        .unwrap_or_else(|e| panic!("download failed: {e}\n{}", c.logs()));
+    assert_eq!(got.len(), n, "length");
+    assert!(sha(&got) == sha(&content(seed, n)), "content differs");
+}
+
+/// Round-robin, so that both helpers carry data in both directions even on unshaped loopback
+/// (where PAMS rightly keeps everything on the direct path, whose PAD is always lowest).
+#[test]
+fn fifty_mb_down_and_twenty_mb_up_through_socks_with_two_helpers() {
+    let c = Cluster::start(Spec {
+        net: 11,
+        helpers: 2,
+        proxy_extra: "scheduler = \"roundrobin\"",
+        primary_extra: "scheduler = \"roundrobin\"",
+        ..Spec::default()
+    });
+    download(&c, 50_000_000, 1);
+    let up = content(2, 20_000_000);
+    let digest = curl_put(c.socks, &c.url("/upload"), &up, &c.dir)
+        .unwrap_or_else(|e| panic!("upload failed: {e}\n{}", c.logs()));
+    assert_eq!(digest, sha(&up));
+    // Both directions used the helpers, not only the PS-Path.
+    for (end, dev) in [("downlink", &c.proxy), ("uplink", &c.primary)] {
+        let st = dev.status().unwrap();
+        let s = &st.sessions[0];
+        assert_eq!(s.subflows.len(), 3);
+        let per: Vec<u64> = s.subflows.iter().map(|f| f.bytes_scheduled).collect();
+        assert!(
+            per.iter().all(|b| *b > 1_000_000),
+            "{end}: every subflow carried data: {per:?}"
+        );
+    }
+}
+
+#[test]
+fn three_helpers_carry_a_download() {
+    let c = Cluster::start(Spec {
+        net: 12,
+        helpers: 3,
+        ..Spec::default()
+    });
+    download(&c, 30_000_000, 3);
+    let st = c.proxy.status().unwrap();
+    assert_eq!(st.sessions[0].subflows.len(), 4);
+}
+
+#[test]
+fn hundred_concurrent_streams() {
+    let c = Cluster::start(Spec {
+        net: 13,
+        helpers: 2,
+        ..Spec::default()
+    });
+    let (socks, origin) = (c.socks, c.origin.addr);
+    let handles: Vec<_> = (0..100u64)
+        .map(|i| {
+            thread::spawn(move || {
+                let n = 200_000 + (i as usize) * 7919;
+                let got = socks_get(socks, origin, &format!("/bytes/{n}?seed={}", 100 + i))?;
+                if got == content(100 + i, n) {
+                    Ok(())
+                } else {
+                    Err(format!("stream {i}: content differs"))
+                }
+            })
+        })
+        .collect();
+    let results: Vec<Result<(), String>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let failed: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{failed:?}\n{}", c.logs());
+    // Every stream was cleaned up.
+    let t0 = Instant::now();
+    while c.proxy.status().unwrap().sessions[0].streams > 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "streams left open");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Starts a throttled download in the background; returns its thread.
+fn slow_download(
+    c: &Cluster,
+    n: usize,
+    seed: u64,
+    rate: u64,
+) -> thread::JoinHandle<Result<Vec<u8>, String>> {
+    let socks = c.socks;
+    let url = c.url(&format!("/bytes/{n}?seed={seed}&rate={rate}"));
+    thread::spawn(move || curl_get(socks, &url))
+}
+
+#[test]
+fn helper_killed_mid_transfer_then_restarted_and_rejoined() {
+    let mut c = Cluster::start(Spec {
+        net: 14,
+        helpers: 2,
+        relays: true,
+        proxy_extra: RR,
+        primary_extra: RR,
+        ..Spec::default()
+    });
+    let n = 40_000_000;
+    let t = slow_download(&c, n, 4, 16_000_000);
+    thread::sleep(Duration::from_millis(600));
+    // Hold the pipe for a moment (shorter than the stall timeout) so the helper is sure to
+    // have data in flight when it dies.
+    c.relays[0].freeze();
+    thread::sleep(Duration::from_millis(300));
+    c.helpers[0].kill();
+    c.relays[0].thaw();
+    let got = t
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(
+        got == content(4, n),
+        "content differs after the helper died"
+    );
+    c.wait_subflows(2, Duration::from_secs(5));
+    assert!(reinjected(&c) > 0, "the dead helper's data was reinjected");
+    // It comes back and carries traffic again.
+    c.helpers[0].start();
+    c.wait_subflows(3, Duration::from_secs(15));
+    download(&c, 20_000_000, 5);
+    let st = c.proxy.status().unwrap();
+    let per = st.sessions[0]
+        .subflows
+        .iter()
+        .filter(|f| f.kind == "helper")
+        .map(|f| f.bytes_scheduled)
+        .collect::<Vec<_>>();
+    assert!(
+        per.len() == 2 && per.iter().all(|b| *b > 0),
+        "both helpers carry data: {per:?}"
+    );
+}
+
+#[test]
+fn stalled_pipe_is_torn_down_and_its_data_reinjected() {
+    let c = Cluster::start(Spec {
+        net: 15,
+        helpers: 1,
+        relays: true,
+        tuning: "stall_timeout = \"1s\"",
+        proxy_extra: RR,
+        primary_extra: RR,
+        ..Spec::default()
+    });
+    let n = 30_000_000;
+    let t = slow_download(&c, n, 6, 12_000_000);
+    thread::sleep(Duration::from_millis(700));
+    c.relays[0].freeze();
+    let t0 = Instant::now();
+    let got = t
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(
+        got == content(6, n),
+        "content differs after the pipe stalled"
+    );
+    // The stall was detected within the timeout plus detection granularity.
+    assert!(c.subflows() == 1, "the stalled helper subflow is gone");
+    let log = c.primary.log_text() + &c.proxy.log_text() + &c.helpers[0].log_text();
+    assert!(log.contains("stalled"), "{}", c.logs());
+    assert!(reinjected(&c) > 0, "the stalled pipe's data was reinjected");
+    assert!(t0.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn pipe_reset_keeps_the_stream_when_the_helper_has_another_pipe() {
+    let c = Cluster::start(Spec {
+        net: 16,
+        helpers: 1,
+        pipes: 2,
+        relays: true,
+        pipe_policy: "all",
+        proxy_extra: RR,
+        primary_extra: RR,
+        ..Spec::default()
+    });
+    let n = 30_000_000;
+    let t = slow_download(&c, n, 7, 12_000_000);
+    thread::sleep(Duration::from_millis(700));
+    c.relays[0].cut();
+    let got = t
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(got == content(7, n), "content differs after a pipe reset");
+    assert_eq!(
+        c.subflows(),
+        2,
+        "the helper subflow survived on its other pipe"
+    );
+}
+
+#[test]
+fn unknown_primary_is_refused_with_a_clear_reason() {
+    let c = Cluster::start(Spec {
+        net: 17,
+        unknown_primary: true,
+        ..Spec::default()
+    });
+    thread::sleep(Duration::from_millis(1500));
+    let r = curl_get(c.socks, &c.url("/bytes/1000?seed=1"));
+    assert!(r.is_err(), "an unknown primary must not get through");
+    assert!(c.proxy.log_text().contains("allowlist"), "{}", c.logs());
+    assert!(c.primary.log_text().contains("allowlist"), "{}", c.logs());
+}
+
+#[test]
+fn forged_and_replayed_joins_are_refused() {
+    use mpbond_daemon::keys::KeyPair;
+    use mpbond_daemon::link::{self, Security};
+    use mpbond_daemon::ticket::Ticket;
+    use mpbond_proto::{Frame, Reason, SessionId};
+    use std::time::SystemTime;
+
+    let c = Cluster::start(Spec {
+        net: 18,
+        ..Spec::default()
+    });
+    let session = u64::from_str_radix(&c.proxy.status().unwrap().sessions[0].id, 16).unwrap();
+    let primary_key = KeyPair::load(&c.dir.join("phone.key")).unwrap();
+    let proxy_addr = c.net.addr(1, 7000);
+    let proxy_pub = c.proxy.key.public;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let join = |me: KeyPair, ticket: Vec<u8>| {
+        rt.block_on(async {
+            let s = tokio::net::TcpStream::connect(proxy_addr).await.unwrap();
+            let mut l = link::connect(s, &me, &proxy_pub, Security::Noise)
+                .await
+                .unwrap();
+            l.writer
+                .push_frame(&Frame::MpJoin {
+                    ver_min: 1,
+                    ver_max: 1,
+                    session: SessionId(session),
+                    ticket: ticket.into(),
+                })
+                .unwrap();
+            l.writer.flush().await.unwrap();
+            let mut v = Vec::new();
+            l.reader.read_frames(&mut v).await.unwrap();
+            v.remove(0)
+        })
+    };
+    let intruder = KeyPair::generate();
+    // Forged: signed by the intruder's own key, claiming to come from the primary.
+    let mut forged = Ticket::issue(
+        &intruder,
+        proxy_pub,
+        &proxy_addr.to_string(),
+        intruder.public,
+        session,
+        SystemTime::now(),
+    )
+    .unwrap();
+    let at = 1 + 32 + 1 + proxy_addr.to_string().len();
+    forged[at..at + 32].copy_from_slice(&primary_key.public.0);
+    match join(intruder.clone(), forged) {
+        Frame::Close { code, reason } => {
+            assert_eq!(code, Reason::UNAUTHORIZED);
+            assert!(reason.contains("forged"), "{reason}");
+        }
+        other => panic!("forged join accepted: {other:?}"),
+    }
+    // A genuine ticket works once, and its replay is refused.
+    let helper = KeyPair::generate();
+    let t = Ticket::issue(
+        &primary_key,
+        proxy_pub,
+        &proxy_addr.to_string(),
+        helper.public,
+        session,
+        SystemTime::now(),
+    )
+    .unwrap();
+    assert!(matches!(
+        join(helper.clone(), t.clone()),
+        Frame::MpJoinOk { .. }
+    ));
+    match join(helper.clone(), t.clone()) {
+        Frame::Close { code, reason } => {
+            assert_eq!(code, Reason::UNAUTHORIZED);
+            assert!(reason.contains("replay"), "{reason}");
+        }
+        other => panic!("replayed join accepted: {other:?}"),
+    }
+    // A genuine ticket presented by another device is refused.
+    let t2 = Ticket::issue(
+        &primary_key,
+        proxy_pub,
+        &proxy_addr.to_string(),
+        helper.public,
+        session,
+        SystemTime::now(),
+    )
+    .unwrap();
+    match join(intruder, t2) {
+        Frame::Close { reason, .. } => assert!(reason.contains("different helper"), "{reason}"),
+        other => panic!("borrowed ticket accepted: {other:?}"),
+    }
+    // The session is unharmed.
+    download(&c, 5_000_000, 8);
+}
+
+#[test]
+fn random_bytes_on_every_listening_port_do_not_hurt() {
+    let c = Cluster::start(Spec {
+        net: 19,
+        helpers: 1,
+        ..Spec::default()
+    });
+    let ports = [
+        c.net.addr(1, 7000),  // proxy
+        c.net.addr(10, 7100), // helper pipes
+        c.socks,              // SOCKS5
+        c.proxy.control,
+        c.primary.control,
+        c.helpers[0].control,
+    ];
+    let mut x = 0x1234_5678_9abc_def1u64;
+    for round in 0..20 {
+        for &p in &ports {
+            let Ok(mut s) = TcpStream::connect(p) else {
+                continue;
+            };
+            let n = [1usize, 2, 3, 40, 100, 1500, 70_000][round % 7];
+            let junk: Vec<u8> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let _ = s.write_all(&junk);
+            let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+            let mut sink = [0u8; 256];
+            let _ = s.read(&mut sink);
+        }
+    }
+    // Everything still serves.
+    assert_eq!(c.subflows(), 2);
+    download(&c, 10_000_000, 9);
+    assert!(c.proxy.status().is_some() && c.helpers[0].status().is_some());
+}
+
+#[test]
+fn proxy_restart_ends_streams_with_an_error_and_service_resumes() {
+    let mut c = Cluster::start(Spec {
+        net: 20,
+        helpers: 1,
+        ..Spec::default()
+    });
+    let t = slow_download(&c, 40_000_000, 10, 10_000_000);
+    thread::sleep(Duration::from_millis(800));
+    c.proxy.kill();
+    let r = t.join().unwrap();
+    assert!(
+        r.is_err(),
+        "a stream cut by a proxy restart must fail, not end short"
+    );
+    c.proxy.start();
+    c.wait_subflows(2, Duration::from_secs(20));
+    download(&c, 5_000_000, 11);
+}
+
+#[test]
+fn status_and_metrics_describe_the_bond() {
+    let c = Cluster::start(Spec {
+        net: 21,
+        helpers: 1,
+        ..Spec::default()
+    });
+    download(&c, 2_000_000, 12);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpbond"))
+        .args(["status", "--control"])
+        .arg(c.primary.control.to_string())
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("primary side") && table.contains("helper1"),
+        "{table}"
+    );
+    let json = std::process::Command::new(env!("CARGO_BIN_EXE_mpbond"))
+        .args(["status", "--json", "--control"])
+        .arg(c.proxy.control.to_string())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["sessions"][0]["subflows"].as_array().unwrap().len(), 2);
+    let m = http_get(c.proxy.control, "/metrics").unwrap();
+    assert!(m.contains("mpbond_sessions_active 1"), "{m}");
+    assert!(m.contains("mpbond_subflow_throughput_bps{"), "{m}");
+}
