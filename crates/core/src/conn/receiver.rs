@@ -202,6 +202,14 @@ impl Receiver {
         Some(e.stream.make_ack(id))
     }
 
+    /// Makes every stream due for an ACK: after a link died, ACKs that were on it may be lost,
+    /// and a sender waiting for its last ACK would wait forever.
+    pub fn ack_all(&mut self) {
+        for e in self.streams.values_mut() {
+            e.urgent = true;
+        }
+    }
+
     /// When the next delayed ACK falls due, for the owner's timer.
     pub fn next_ack_deadline(&self) -> Option<Time> {
         self.streams
@@ -249,6 +257,29 @@ mod tests {
             .unwrap();
         assert_eq!(r.poll_ack(Time::from_millis(12)).unwrap().cum_ack, 125);
         assert_eq!(r.poll_ack(Time::from_millis(100)), None);
+    }
+
+    #[test]
+    fn ack_all_re_announces_every_stream() {
+        let mut r = Receiver::new(ReceiverConfig::default());
+        for i in 0..3 {
+            r.open_stream(StreamId(i)).unwrap();
+            r.on_data(Time::ZERO, StreamId(i), 0, Bytes::from_static(b"x"))
+                .unwrap();
+        }
+        while r.poll_ack(Time::from_millis(100)).is_some() {}
+        assert_eq!(
+            r.poll_ack(Time::from_millis(200)),
+            None,
+            "nothing new: no ACK"
+        );
+        r.ack_all();
+        let mut n = 0;
+        while let Some(a) = r.poll_ack(Time::from_millis(200)) {
+            assert_eq!(a.cum_ack, 1);
+            n += 1;
+        }
+        assert_eq!(n, 3);
     }
 
     #[test]

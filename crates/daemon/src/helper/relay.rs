@@ -287,6 +287,11 @@ impl Relay {
                 let me = self.clone();
                 tokio::spawn(async move { me.join(pipe, session, ticket.to_vec()).await });
             }
+            Frame::DataCancel { stream, start, end } => {
+                // The primary recalled uplink bytes: drop what we still hold of them.
+                let n = self.up.cancel(stream, start, end);
+                tracing::debug!(%stream, start, end, dropped = n, "uplink cancel");
+            }
             Frame::Close { code, reason } => {
                 self.link_down(pipe, &format!("primary closed the pipe: {code}: {reason}"));
             }

@@ -65,7 +65,7 @@ pub fn rules(cfg: &TransparentConfig) -> String {
         }
     }
     let mut s = format!(
-        "table inet {table} {{\n  chain output {{\n    type nat hook output priority -100; policy accept;\n    meta mark {OWN_MARK:#x} return\n    ip daddr 127.0.0.0/8 return\n    ip6 daddr ::1 return\n"
+        "table inet {table} {{\n  chain output {{\n    type nat hook output priority -100; policy accept;\n    meta mark {OWN_MARK:#x} return\n"
     );
     for m in matches {
         s.push_str(&format!("    meta l4proto tcp{m} redirect to :{port}\n"));

@@ -88,6 +88,7 @@ impl Session {
             Frame::SubflowClose { subflow, reason } => {
                 tracing::info!(%subflow, %reason, "peer closed a subflow");
                 self.remove_subflow(subflow, false);
+                self.reannounce();
             }
             Frame::PathReset { subflow, reason } => {
                 let n = self.sender.rescue_subflow(subflow);
@@ -100,7 +101,8 @@ impl Session {
                 let why = format!("peer closed the link: {code}: {reason}");
                 self.link_down(link, &why);
             }
-            Frame::Extension { .. } => {}
+            // A cancel only means something to a helper; a stray one is harmless.
+            Frame::Extension { .. } | Frame::DataCancel { .. } => {}
             other => {
                 tracing::warn!(frame = other.name(), "unexpected frame; closing the link");
                 Metrics::inc(&self.spec.metrics.refused);

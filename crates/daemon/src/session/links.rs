@@ -229,6 +229,7 @@ impl Session {
         } else {
             self.remove_subflow(sfid, true);
         }
+        self.reannounce();
         self.check_orphaned();
     }
 
@@ -401,14 +402,41 @@ impl Session {
         }
     }
 
-    /// The link for control frames: the lowest-RTT link of any subflow.
+    /// The link for control frames: the direct path when there is one (no helper buffer to
+    /// wait behind), else the lowest-RTT link.
     pub(super) fn control_link(&self) -> Option<LinkId> {
-        self.subflows
-            .values()
-            .flat_map(|s| s.links.iter())
-            .filter_map(|l| self.links.get(l).map(|x| (*l, x.est.srtt())))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(l, _)| l)
+        let pick = |direct: bool| {
+            self.subflows
+                .values()
+                .filter(|s| !direct || s.kind == PathKind::Direct)
+                .flat_map(|s| s.links.iter())
+                .filter_map(|l| self.links.get(l).map(|x| (*l, x.est.srtt())))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(l, _)| l)
+        };
+        pick(true).or_else(|| pick(false))
+    }
+
+    /// After a link died, control frames that were on it may be lost; TCP loses nothing
+    /// otherwise. So the state they carried is announced again on the remaining links: every
+    /// stream is acknowledged, and streams still waiting to be opened ask again (the proxy
+    /// answers a repeated `STREAM_OPEN` idempotently).
+    pub(super) fn reannounce(&mut self) {
+        if self.links.is_empty() {
+            return;
+        }
+        self.receiver.ack_all();
+        if self.spec.side == Side::Primary {
+            let pending: Vec<(mpbond_proto::StreamId, mpbond_proto::Destination)> = self
+                .streams
+                .iter()
+                .filter(|(_, s)| s.pending.is_some())
+                .filter_map(|(id, s)| s.open_dest.clone().map(|d| (*id, d)))
+                .collect();
+            for (stream, dest) in pending {
+                self.send_control(&Frame::StreamOpen { stream, dest });
+            }
+        }
     }
 
     /// Sends a control frame on the control link.

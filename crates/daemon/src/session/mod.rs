@@ -272,6 +272,8 @@ pub struct Session {
     ended: bool,
     /// Streams already counted as failed.
     failed: HashSet<StreamId>,
+    /// Proxy: the highest stream id the primary opened (ids only grow).
+    highest_peer_stream: u32,
 }
 
 impl Session {
@@ -319,6 +321,7 @@ impl Session {
             health,
             ended: false,
             failed: HashSet::new(),
+            highest_peer_stream: 0,
             spec,
         };
         Metrics::inc(&s.spec.metrics.sessions_opened);

@@ -20,6 +20,10 @@ pub(super) struct StreamState {
     pub app: Option<AppIo>,
     /// Primary: the application socket, until the proxy confirms the origin.
     pub pending: Option<(TcpStream, bool)>,
+    /// Primary: where it goes, to ask again if the `STREAM_OPEN` was lost.
+    pub open_dest: Option<Destination>,
+    /// Proxy: the origin connection is up (a repeated `STREAM_OPEN` is answered again).
+    pub origin_up: bool,
     pub opened_at: Instant,
     /// Bytes acknowledged so far, to return send credit as ACKs arrive.
     pub acked: u64,
@@ -60,6 +64,8 @@ impl Session {
                 dest,
                 app: None,
                 pending: None,
+                open_dest: None,
+                origin_up: false,
                 opened_at: Instant::now(),
                 acked: 0,
                 fin_to_app: false,
@@ -103,16 +109,33 @@ impl Session {
         }
         if let Some(s) = self.streams.get_mut(&id) {
             s.pending = Some((sock, socks));
+            s.open_dest = Some(dest.clone());
         }
         tracing::debug!(stream = %id, %dest, "opening");
         self.send_control(&Frame::StreamOpen { stream: id, dest });
     }
 
-    /// Proxy: the primary asked for a stream.
+    /// Proxy: the primary asked for a stream. A repeat (the first answer may have been lost
+    /// with a link) is answered again rather than opening a second origin connection.
     pub(super) fn peer_opened(&mut self, id: StreamId, dest: Destination) {
-        if self.spec.side != Side::Proxy || self.streams.contains_key(&id) {
+        if self.spec.side != Side::Proxy {
             return;
         }
+        if let Some(s) = self.streams.get(&id) {
+            if s.origin_up {
+                self.send_control(&Frame::StreamOpened { stream: id });
+            }
+            return;
+        }
+        if id.0 <= self.highest_peer_stream {
+            // Opened and closed before: it is over.
+            self.send_control(&Frame::StreamRst {
+                stream: id,
+                reason: Reason::CANCELLED,
+            });
+            return;
+        }
+        self.highest_peer_stream = id.0;
         if let Err(r) = self.new_stream(id, dest.to_string()) {
             self.send_control(&Frame::StreamRst {
                 stream: id,
@@ -142,6 +165,9 @@ impl Session {
         }
         match result {
             Ok(sock) => {
+                if let Some(s) = self.streams.get_mut(&id) {
+                    s.origin_up = true;
+                }
                 self.send_control(&Frame::StreamOpened { stream: id });
                 self.start_app(id, sock, None);
             }

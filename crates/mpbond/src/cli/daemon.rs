@@ -49,8 +49,8 @@ pub struct PrimaryArgs {
     /// Override [primary] scheduler.
     #[arg(long)]
     scheduler: Option<String>,
-    /// Turn transparent interception on with the [primary.transparent] settings (its section
-    /// must exist).
+    /// Require transparent interception: fail unless [primary.transparent] is configured
+    /// (it runs whenever that section exists).
     #[arg(long)]
     transparent: bool,
 }
@@ -186,9 +186,6 @@ pub fn primary(a: PrimaryArgs) -> Result<()> {
     }
     if a.transparent && p.transparent.is_none() {
         bail!("--transparent needs a [primary.transparent] section (listen, ports, uids, cgroups)");
-    }
-    if !a.transparent && p.socks.is_some() {
-        p.transparent = None;
     }
     run_roles(
         c,

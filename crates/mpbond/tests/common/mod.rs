@@ -274,6 +274,10 @@ impl Device {
         }
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub fn status(&self) -> Option<NodeStatus> {
         let body = http_get(self.control, "/status")?;
         serde_json::from_str(&body).ok()
@@ -343,7 +347,7 @@ pub struct Cluster {
     pub socks: SocketAddr,
 }
 
-fn device(dir: &std::path::Path, name: &str, role: &str, control: SocketAddr) -> Device {
+pub fn device(dir: &std::path::Path, name: &str, role: &str, control: SocketAddr) -> Device {
     let key = KeyPair::generate();
     let key_path = dir.join(format!("{name}.key"));
     key.save(&key_path).unwrap();

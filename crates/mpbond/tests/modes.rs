@@ -1,0 +1,418 @@
+//! System tests of operating modes and limits: dual mode, caps, bounded memory under a slow
+//! reader, transparent interception, pairing through the CLI.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn mpbond() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mpbond"))
+}
+
+fn tmpdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("mpbond-modes-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !ok() {
+        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn session_subflows(d: &Device) -> usize {
+    d.status()
+        .and_then(|s| {
+            s.sessions
+                .iter()
+                .find(|x| x.side == "primary")
+                .map(|x| x.subflows.len())
+        })
+        .unwrap_or(0)
+}
+
+/// Two devices, each a primary that uses the other as its helper, in one process each
+/// (MPBond §4.4.1), sharing one proxy.
+#[test]
+fn dual_mode_devices_help_each_other() {
+    let net = Net(31);
+    let dir = tmpdir("dual");
+    let mut proxy = device(&dir, "proxy", "proxy", net.addr(1, 7070));
+    let mut a = device(&dir, "a", "run", net.addr(2, 7070));
+    let mut b = device(&dir, "b", "run", net.addr(3, 7070));
+    std::fs::write(
+        &proxy.cfg,
+        format!(
+            "key = \"proxy.key\"\n[control]\nlisten = \"{}\"\n[proxy]\nlisten = \"{}\"\ndeny_origins = []\nallow = [{{ name = \"a\", key = \"{}\" }}, {{ name = \"b\", key = \"{}\" }}]\n",
+            proxy.control,
+            net.addr(1, 7000),
+            a.key.public,
+            b.key.public
+        ),
+    )
+    .unwrap();
+    let dual = |me: &Device, other: &Device, my_ip: u8, other_ip: u8| {
+        format!(
+            "key = \"{me}.key\"\n[control]\nlisten = \"{ctl}\"\n[primary]\nproxy = \"{proxy}\"\nproxy_key = \"{pk}\"\nps_bind = \"{ip}\"\nsocks = \"{ip}:1080\"\nscheduler = \"roundrobin\"\n[[primary.helper]]\nname = \"{other}\"\nkey = \"{ok}\"\n[[primary.helper.pipe]]\nname = \"wifi\"\naddr = \"{oip}:7100\"\nbind = \"{ip}\"\n[helper]\nlisten = \"{ip}:7100\"\nhs_bind = \"{ip}\"\nallow = [{{ name = \"{other}\", key = \"{ok}\" }}]\n",
+            me = me.name,
+            ctl = me.control,
+            proxy = net.addr(1, 7000),
+            pk = proxy.key.public,
+            ip = net.ip(my_ip),
+            other = other.name,
+            ok = other.key.public,
+            oip = net.ip(other_ip),
+        )
+    };
+    std::fs::write(&a.cfg, dual(&a, &b, 2, 3)).unwrap();
+    std::fs::write(&b.cfg, dual(&b, &a, 3, 2)).unwrap();
+    std::fs::write(
+        &proxy.cfg,
+        std::fs::read_to_string(&proxy.cfg)
+            .unwrap()
+            .replace("\n[proxy]", "\n[proxy]\nscheduler = \"roundrobin\""),
+    )
+    .unwrap();
+    let origin = Origin::start(net.addr(200, 8000));
+    proxy.start();
+    a.start();
+    b.start();
+    wait_for(
+        "both sessions with a helper",
+        Duration::from_secs(15),
+        || session_subflows(&a) == 2 && session_subflows(&b) == 2,
+    );
+    let ta = {
+        let s = net.addr(2, 1080);
+        let u = format!("http://{}/bytes/8000000?seed=41", origin.addr);
+        thread::spawn(move || curl_get(s, &u))
+    };
+    let got_b = curl_get(
+        net.addr(3, 1080),
+        &format!("http://{}/bytes/8000000?seed=42", origin.addr),
+    )
+    .unwrap();
+    let got_a = ta.join().unwrap().unwrap();
+    assert!(got_a == content(41, 8_000_000) && got_b == content(42, 8_000_000));
+    // Each relayed for the other.
+    for d in [&a, &b] {
+        let st = d.status().unwrap();
+        assert_eq!(st.roles, vec!["primary".to_string(), "helper".to_string()]);
+        assert!(
+            st.relays[0].down_bytes > 0,
+            "{} relayed for its friend",
+            d.name
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A SOCKS CONNECT that returns the reply code.
+fn socks_connect(socks: SocketAddr, to: SocketAddr) -> (TcpStream, u8) {
+    let mut s = TcpStream::connect(socks).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(&[5, 1, 0]).unwrap();
+    let mut b = [0u8; 2];
+    s.read_exact(&mut b).unwrap();
+    let SocketAddr::V4(o) = to else { panic!() };
+    let mut req = vec![5, 1, 0, 1];
+    req.extend_from_slice(&o.ip().octets());
+    req.extend_from_slice(&o.port().to_be_bytes());
+    s.write_all(&req).unwrap();
+    let mut rep = [0u8; 10];
+    s.read_exact(&mut rep).unwrap();
+    (s, rep[1])
+}
+
+#[test]
+fn stream_cap_is_a_clear_refusal() {
+    let c = Cluster::start(Spec {
+        net: 32,
+        proxy_extra: "max_streams = 2",
+        ..Spec::default()
+    });
+    let (_s1, r1) = socks_connect(c.socks, c.origin.addr);
+    let (_s2, r2) = socks_connect(c.socks, c.origin.addr);
+    let (_s3, r3) = socks_connect(c.socks, c.origin.addr);
+    assert_eq!((r1, r2), (0, 0));
+    assert_eq!(
+        r3, 1,
+        "the third stream is refused with a SOCKS general failure"
+    );
+    assert!(
+        c.primary.log_text().contains("LIMIT_REACHED"),
+        "{}",
+        c.logs()
+    );
+}
+
+#[test]
+fn session_cap_refuses_a_second_primary_with_a_reason() {
+    let net = Net(33);
+    let dir = tmpdir("scap");
+    let mut proxy = device(&dir, "proxy", "proxy", net.addr(1, 7070));
+    let mut p1 = device(&dir, "p1", "primary", net.addr(2, 7070));
+    let mut p2 = device(&dir, "p2", "primary", net.addr(3, 7070));
+    std::fs::write(
+        &proxy.cfg,
+        format!(
+            "key = \"proxy.key\"\n[control]\nlisten = \"{}\"\n[proxy]\nlisten = \"{}\"\nmax_sessions = 1\ndeny_origins = []\nallow = [{{ name = \"p1\", key = \"{}\" }}, {{ name = \"p2\", key = \"{}\" }}]\n",
+            proxy.control,
+            net.addr(1, 7000),
+            p1.key.public,
+            p2.key.public
+        ),
+    )
+    .unwrap();
+    for (d, ip) in [(&p1, 2u8), (&p2, 3u8)] {
+        std::fs::write(
+            &d.cfg,
+            format!(
+                "key = \"{}.key\"\n[control]\nlisten = \"{}\"\n[primary]\nproxy = \"{}\"\nproxy_key = \"{}\"\nsocks = \"{}\"\n",
+                d.name,
+                d.control,
+                net.addr(1, 7000),
+                proxy.key.public,
+                net.addr(ip, 1080)
+            ),
+        )
+        .unwrap();
+    }
+    proxy.start();
+    p1.start();
+    wait_for("p1's session", Duration::from_secs(10), || {
+        session_subflows(&p1) == 1
+    });
+    p2.start();
+    wait_for("p2's refusal", Duration::from_secs(10), || {
+        p2.log_text().contains("session limit")
+    });
+    assert!(proxy.log_text().contains("LIMIT_REACHED"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A client that stops reading: the bytes held along the way stay bounded by the windows and
+/// buffers, and nothing is lost when it reads again.
+#[test]
+fn slow_reader_keeps_memory_bounded_and_loses_nothing() {
+    let c = Cluster::start(Spec {
+        net: 34,
+        tuning: "stream_buffer = \"1MiB\"\nrecv_window = \"1MiB\"",
+        ..Spec::default()
+    });
+    let n = 100_000_000;
+    let (mut s, r) = socks_connect(c.socks, c.origin.addr);
+    assert_eq!(r, 0);
+    write!(s, "GET /bytes/{n}?seed=51 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    // Read nothing for two seconds while the origin would happily send 100 MB.
+    thread::sleep(Duration::from_secs(2));
+    let proxy_st = c.proxy.status().unwrap();
+    let primary_st = c.primary.status().unwrap();
+    let held_proxy: u64 = proxy_st.sessions[0]
+        .subflows
+        .iter()
+        .map(|f| f.outstanding)
+        .sum();
+    assert!(
+        held_proxy <= 1 << 20,
+        "proxy holds {held_proxy} bytes in flight for one stream"
+    );
+    let rss = |d: &Device| -> u64 {
+        let pid = d.pid().unwrap();
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap()
+            * 1024
+    };
+    let (rp, rq) = (rss(&c.proxy), rss(&c.primary));
+    assert!(
+        rp < 64 << 20 && rq < 64 << 20,
+        "RSS proxy {rp}, primary {rq}"
+    );
+    assert_eq!(primary_st.sessions[0].streams, 1);
+    // Now read everything.
+    let mut r = std::io::BufReader::new(s);
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        r.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    let mut body = Vec::with_capacity(n);
+    r.read_to_end(&mut body).unwrap();
+    assert!(body == content(51, n), "content differs after the pause");
+}
+
+#[test]
+fn pairing_cards_configure_all_three_devices() {
+    let dir = tmpdir("pair");
+    for d in ["proxy", "phone", "watch"] {
+        let out = mpbond()
+            .args(["keygen", "--out"])
+            .arg(dir.join(format!("{d}.key")))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("fingerprint"));
+    }
+    let card = |key: &str, role: &str, addr: Option<&str>| {
+        let mut c = mpbond();
+        c.args(["pair", "card", "--key"])
+            .arg(dir.join(key))
+            .args(["--role", role, "--name", role]);
+        if let Some(a) = addr {
+            c.args(["--addr", a]);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    std::fs::write(
+        dir.join("proxy.toml"),
+        "key = \"proxy.key\"\n[proxy]\nlisten = \"0.0.0.0:7000\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("phone.toml"),
+        "# the phone\nkey = \"phone.key\"\n[primary]\nproxy = \"x:1\"\nproxy_key = \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"\nsocks = \"127.0.0.1:1080\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("watch.toml"),
+        "key = \"watch.key\"\n[helper]\nlisten = \"0.0.0.0:7100\"\n",
+    )
+    .unwrap();
+    let add = |cfg: &str, card: &str| {
+        let out = mpbond()
+            .args(["pair", "add", "-c"])
+            .arg(dir.join(cfg))
+            .arg(card)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let phone_card = card("phone.key", "primary", None);
+    assert!(add("proxy.toml", &phone_card).contains("allowed primary"));
+    assert!(add("watch.toml", &phone_card).contains("allowed primary"));
+    assert!(add(
+        "phone.toml",
+        &card("watch.key", "helper", Some("192.168.49.2:7100"))
+    )
+    .contains("added helper"));
+    assert!(add(
+        "phone.toml",
+        &card("proxy.key", "proxy", Some("203.0.113.7:7000"))
+    )
+    .contains("proxy set"));
+    // The results validate, and a tampered card is refused.
+    for cfg in ["proxy.toml", "phone.toml", "watch.toml"] {
+        mpbond_daemon::config::Config::load(&dir.join(cfg)).unwrap();
+    }
+    assert!(std::fs::read_to_string(dir.join("phone.toml"))
+        .unwrap()
+        .starts_with("# the phone"));
+    let mut bad = phone_card.clone();
+    bad.insert(20, 'x');
+    let out = mpbond()
+        .args(["pair", "add", "-c"])
+        .arg(dir.join("proxy.toml"))
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("checksum"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn nft_tables() -> String {
+    Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// Transparent interception: an unmodified client (curl without any proxy option, running as
+/// an unprivileged user) is carried by mpbond; the rules are gone after SIGTERM.
+#[test]
+fn transparent_mode_intercepts_and_cleans_up() {
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false);
+    assert!(
+        is_root && Path::new("/usr/sbin/nft").exists(),
+        "this test needs root and nftables (scripts/setup installs nftables)"
+    );
+    let c = Cluster::start(Spec {
+        net: 35,
+        primary_extra:
+            "[primary.transparent]\nlisten = \"127.0.0.1:17081\"\nports = [8000]\nuids = [65534]",
+        ..Spec::default()
+    });
+    wait_for("nft rules", Duration::from_secs(5), || {
+        nft_tables().contains("mpbond_17081")
+    });
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "curl",
+            "-s",
+            "-S",
+            "--fail",
+            "--max-time",
+            "30",
+        ])
+        .arg(c.url("/bytes/3000000?seed=61"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        c.logs()
+    );
+    assert!(out.stdout == content(61, 3_000_000));
+    let st = c.proxy.status().unwrap();
+    assert!(
+        st.sessions[0].subflows[0].bytes_scheduled >= 3_000_000,
+        "it went through the bond"
+    );
+    // SIGTERM removes the rules.
+    let pid = c.primary.pid().unwrap();
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait_for("rules removed", Duration::from_secs(5), || {
+        !nft_tables().contains("mpbond_17081")
+    });
+}
