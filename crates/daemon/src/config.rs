@@ -107,6 +107,10 @@ pub struct Tuning {
     pub connect_timeout: Dur,
     /// Disable encryption and authentication (benchmarks only; both ends must agree).
     pub insecure: bool,
+    /// Runtime worker threads; 0 picks one per core for a process running the proxy (many
+    /// independent sessions) and one otherwise (a device's few sessions run best without
+    /// cross-core wakeups between their tasks; docs/performance.md).
+    pub threads: usize,
 }
 
 impl Default for Tuning {
@@ -121,6 +125,7 @@ impl Default for Tuning {
             feedback_interval: Dur(Duration::from_millis(20)),
             connect_timeout: Dur(Duration::from_secs(10)),
             insecure: false,
+            threads: 0,
         }
     }
 }

@@ -10,8 +10,11 @@
 //!
 //! **Records.** After the handshake the frame stream is cut into records of at most 65 519
 //! plaintext bytes, each sent as a 2-byte length and the AES-GCM ciphertext (the standard Noise
-//! framing). Each direction keeps its own nonce counter, so the reading and writing halves can
-//! live in different tasks.
+//! framing). Each direction keeps its own key and nonce counter ([`crate::record`]), so the
+//! reading and writing halves live in different tasks. Frames are encoded straight into an open
+//! record and sealed in place; records end on frame boundaries, so the reader decrypts in place
+//! and decodes frames out of the record without copying them (records from a peer that splits
+//! frames are reassembled, at the cost of one copy).
 //!
 //! **Insecure mode** (benchmarks only, must be set on both ends) skips Noise: the peers exchange
 //! their public keys in clear and frames travel unencrypted and unauthenticated.
@@ -22,17 +25,18 @@ use std::sync::Arc;
 
 use bytes::{Buf, BufMut, BytesMut};
 use mpbond_proto::{decode, encode, encode_data_header, Frame, StreamId};
-use snow::{params::NoiseParams, Builder, StatelessTransportState};
+use snow::{params::NoiseParams, Builder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::keys::{KeyPair, PublicKey};
+use crate::record::RecordKey;
 
 /// The Noise protocol name.
 pub const NOISE_PATTERN: &str = "Noise_IK_25519_AESGCM_SHA256";
 const PROLOGUE: &[u8] = b"mpbond/1";
 const MAX_RECORD: usize = 65_535;
-const TAG: usize = 16;
+const TAG: usize = crate::record::TAG_LEN;
 const MAX_PLAINTEXT: usize = MAX_RECORD - TAG;
 const INSECURE_MAGIC: &[u8; 8] = b"MPBINSEC";
 
@@ -152,8 +156,11 @@ pub async fn connect(
     let reply = read_msg(&mut sock).await?;
     let mut payload = vec![0u8; 1024];
     hs.read_message(&reply, &mut payload).map_err(hs_err)?;
-    let t = hs.into_stateless_transport_mode().map_err(hs_err)?;
-    Ok(split(sock, Some(Arc::new(t)), *peer))
+    if !hs.is_handshake_finished() {
+        return Err(LinkError::Handshake("handshake not finished".into()));
+    }
+    let (send, recv) = hs.dangerously_get_raw_split();
+    Ok(split(sock, Some((send, recv)), *peer))
 }
 
 /// Accepts a link as responder; the peer's static key is learned and authenticated.
@@ -185,8 +192,12 @@ pub async fn accept(
     let mut buf = vec![0u8; 1024];
     let n = hs.write_message(&[], &mut buf).map_err(hs_err)?;
     write_msg(&mut sock, &buf[..n]).await?;
-    let t = hs.into_stateless_transport_mode().map_err(hs_err)?;
-    Ok(split(sock, Some(Arc::new(t)), PublicKey(remote)))
+    if !hs.is_handshake_finished() {
+        return Err(LinkError::Handshake("handshake not finished".into()));
+    }
+    // The split's first key carries initiator-to-responder traffic.
+    let (recv, send) = hs.dangerously_get_raw_split();
+    Ok(split(sock, Some((send, recv)), PublicKey(remote)))
 }
 
 fn insecure_key(m: &[u8]) -> Result<PublicKey, LinkError> {
@@ -200,24 +211,26 @@ fn insecure_key(m: &[u8]) -> Result<PublicKey, LinkError> {
     Ok(PublicKey(k))
 }
 
-fn split(sock: TcpStream, cipher: Option<Arc<StatelessTransportState>>, peer: PublicKey) -> Link {
+fn split(sock: TcpStream, keys: Option<([u8; 32], [u8; 32])>, peer: PublicKey) -> Link {
     let sock = Arc::new(sock);
+    let (send, recv) = match keys {
+        Some((s, r)) => (Some(RecordKey::new(&s)), Some(RecordKey::new(&r))),
+        None => (None, None),
+    };
     Link {
         reader: LinkReader {
             sock: sock.clone(),
             last_rx: Arc::new(AtomicU64::new(crate::sys::mono_ms())),
-            cipher: cipher.clone(),
-            nonce: 0,
+            key: recv,
             raw: BytesMut::with_capacity(MAX_RECORD + 2),
-            plain: BytesMut::with_capacity(MAX_RECORD),
-            scratch: vec![0u8; MAX_RECORD],
+            plain: BytesMut::new(),
         },
         writer: LinkWriter {
             sock,
-            cipher,
-            nonce: 0,
-            plain: BytesMut::with_capacity(MAX_RECORD),
+            key: send,
             out: BytesMut::with_capacity(2 * MAX_RECORD),
+            record: None,
+            scratch: BytesMut::with_capacity(1024),
         },
         peer,
     }
@@ -228,10 +241,12 @@ fn split(sock: TcpStream, cipher: Option<Arc<StatelessTransportState>>, peer: Pu
 #[derive(Debug)]
 pub struct LinkWriter {
     sock: Arc<TcpStream>,
-    cipher: Option<Arc<StatelessTransportState>>,
-    nonce: u64,
-    plain: BytesMut,
+    key: Option<RecordKey>,
+    /// Bytes for the socket: sealed records, then the open record.
     out: BytesMut,
+    /// Where the open record's 2-byte length starts in `out`.
+    record: Option<usize>,
+    scratch: BytesMut,
 }
 
 impl LinkWriter {
@@ -240,9 +255,28 @@ impl LinkWriter {
         &self.sock
     }
 
+    /// Makes room for `len` more plaintext bytes in the open record (opening one if needed).
+    fn reserve_record(&mut self, len: usize) {
+        if self.key.is_none() {
+            return;
+        }
+        if let Some(start) = self.record {
+            if self.out.len() - start - 2 + len <= MAX_PLAINTEXT {
+                return;
+            }
+            self.seal();
+        }
+        self.record = Some(self.out.len());
+        self.out.put_u16(0);
+    }
+
     /// Queues a frame.
     pub fn push_frame(&mut self, f: &Frame) -> Result<(), mpbond_proto::EncodeError> {
-        encode(f, &mut self.plain)
+        self.scratch.clear();
+        encode(f, &mut self.scratch)?;
+        self.reserve_record(self.scratch.len());
+        self.out.put_slice(&self.scratch);
+        Ok(())
     }
 
     /// Queues a `STREAM_DATA` frame without building a [`Frame`].
@@ -253,34 +287,33 @@ impl LinkWriter {
         payload: &[u8],
     ) -> Result<(), mpbond_proto::EncodeError> {
         let h = encode_data_header(stream, dsn, payload.len())?;
-        self.plain.put_slice(&h);
-        self.plain.put_slice(payload);
+        self.reserve_record(h.len() + payload.len());
+        self.out.put_slice(&h);
+        self.out.put_slice(payload);
         Ok(())
     }
 
     /// Bytes queued and not yet handed to the kernel.
     pub fn pending(&self) -> usize {
-        self.plain.len() + self.out.len()
+        self.out.len()
     }
 
+    /// Seals the open record in place.
     fn seal(&mut self) {
-        let Some(c) = &self.cipher else {
-            self.out.unsplit(self.plain.split());
+        let (Some(start), Some(key)) = (self.record.take(), self.key.as_mut()) else {
             return;
         };
-        while !self.plain.is_empty() {
-            let n = self.plain.len().min(MAX_PLAINTEXT);
-            let start = self.out.len();
-            self.out.resize(start + 2 + n + TAG, 0);
-            let written = c
-                .write_message(self.nonce, &self.plain[..n], &mut self.out[start + 2..])
-                // Encryption into a buffer of the right size cannot fail.
-                .unwrap_or(0);
-            self.nonce += 1;
-            self.out[start..start + 2].copy_from_slice(&(written as u16).to_be_bytes());
-            self.out.truncate(start + 2 + written);
-            self.plain.advance(n);
+        let body = start + 2;
+        if self.out.len() == body {
+            // Empty record: drop its header.
+            self.out.truncate(start);
+            return;
         }
+        let n = self.out.len() - body;
+        // Sealing only fails when the nonces are exhausted after 2^64 records.
+        let tag = key.seal(&mut self.out[body..]).unwrap_or([0u8; TAG]);
+        self.out.put_slice(&tag);
+        self.out[start..body].copy_from_slice(&((n + TAG) as u16).to_be_bytes());
     }
 
     /// Writes as much as the socket takes now. `Ok(true)` when everything queued is written.
@@ -317,6 +350,14 @@ impl LinkWriter {
         crate::sys::poll_writable(self.sock.as_ref())
     }
 
+    /// Forgets the socket's cached "writable" state, so that the next `writable().await` waits
+    /// for the kernel's next write-space event.
+    fn clear_writable(&self) {
+        let _ = self.sock.try_io(Interest::WRITABLE, || {
+            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+        });
+    }
+
     /// Writes everything queued, waiting for the socket as needed.
     pub async fn flush(&mut self) -> io::Result<()> {
         while !self.try_flush()? {
@@ -327,18 +368,9 @@ impl LinkWriter {
         Ok(())
     }
 
-    /// Forgets the socket's cached "writable" state, so that the next `writable().await` waits
-    /// for the kernel's next write-space event.
-    fn clear_writable(&self) {
-        let _ = self.sock.try_io(Interest::WRITABLE, || {
-            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-        });
-    }
-
     /// Shuts the write direction down (sends FIN) after flushing.
     pub async fn close(&mut self) {
         let _ = self.flush().await;
-        // SAFETY-free shutdown via a borrowed std socket.
         let _ = socket2::SockRef::from(self.sock.as_ref()).shutdown(std::net::Shutdown::Write);
     }
 }
@@ -348,11 +380,10 @@ impl LinkWriter {
 pub struct LinkReader {
     sock: Arc<TcpStream>,
     last_rx: Arc<AtomicU64>,
-    cipher: Option<Arc<StatelessTransportState>>,
-    nonce: u64,
+    key: Option<RecordKey>,
     raw: BytesMut,
+    /// Plaintext of records that ended inside a frame, until the frame completes.
     plain: BytesMut,
-    scratch: Vec<u8>,
 }
 
 impl LinkReader {
@@ -370,14 +401,7 @@ impl LinkReader {
     /// Waits for at least one frame and appends every complete frame available to `out`.
     pub async fn read_frames(&mut self, out: &mut Vec<Frame>) -> Result<(), LinkError> {
         loop {
-            self.open_records()?;
-            loop {
-                match decode(&mut self.plain) {
-                    Ok(Some(f)) => out.push(f),
-                    Ok(None) => break,
-                    Err(e) => return Err(LinkError::Protocol(e.to_string())),
-                }
-            }
+            self.take_frames(out)?;
             if !out.is_empty() {
                 return Ok(());
             }
@@ -392,11 +416,21 @@ impl LinkReader {
         }
     }
 
-    /// Moves complete records from `raw` to `plain`, decrypting them.
-    fn open_records(&mut self) -> Result<(), LinkError> {
-        let Some(c) = &self.cipher else {
-            self.plain.unsplit(self.raw.split());
-            return Ok(());
+    /// Decodes every complete frame from `buf` into `out`.
+    fn decode_all(buf: &mut BytesMut, out: &mut Vec<Frame>) -> Result<(), LinkError> {
+        loop {
+            match decode(buf) {
+                Ok(Some(f)) => out.push(f),
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(LinkError::Protocol(e.to_string())),
+            }
+        }
+    }
+
+    /// Opens every complete record in `raw` and decodes its frames.
+    fn take_frames(&mut self, out: &mut Vec<Frame>) -> Result<(), LinkError> {
+        let Some(key) = self.key.as_mut() else {
+            return Self::decode_all(&mut self.raw, out);
         };
         while self.raw.len() >= 2 {
             let n = u16::from_be_bytes([self.raw[0], self.raw[1]]) as usize;
@@ -406,12 +440,20 @@ impl LinkReader {
             if self.raw.len() < 2 + n {
                 break;
             }
-            let m = c
-                .read_message(self.nonce, &self.raw[2..2 + n], &mut self.scratch)
-                .map_err(|_| LinkError::Crypto)?;
-            self.nonce += 1;
-            self.plain.put_slice(&self.scratch[..m]);
-            self.raw.advance(2 + n);
+            let mut rec = self.raw.split_to(2 + n);
+            rec.advance(2);
+            let m = key.open(&mut rec[..]).map_err(|_| LinkError::Crypto)?;
+            rec.truncate(m);
+            if self.plain.is_empty() {
+                // The usual case: the record holds whole frames, decoded in place.
+                Self::decode_all(&mut rec, out)?;
+                if !rec.is_empty() {
+                    self.plain = rec;
+                }
+            } else {
+                self.plain.extend_from_slice(&rec);
+                Self::decode_all(&mut self.plain, out)?;
+            }
         }
         Ok(())
     }
@@ -519,6 +561,61 @@ mod tests {
         )
         .await;
         assert!(matches!(acc.await.unwrap(), Err(LinkError::Handshake(_))));
+    }
+
+    /// Another implementation may cut records inside frames; they are reassembled.
+    #[tokio::test]
+    async fn records_that_split_frames_are_reassembled() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (b, _) = l.accept().await.unwrap();
+        let (k1, k2) = ([7u8; 32], [9u8; 32]);
+        let mut rx = split(b, Some((k2, k1)), PublicKey([0; 32]));
+        let mut frames = BytesMut::new();
+        let payload: Vec<u8> = (0..40_000u32).map(|i| i as u8).collect();
+        for (i, chunk) in payload.chunks(16_384).enumerate() {
+            encode(
+                &Frame::StreamData {
+                    stream: StreamId(3),
+                    dsn: (i * 16_384) as u64,
+                    payload: bytes::Bytes::copy_from_slice(chunk),
+                },
+                &mut frames,
+            )
+            .unwrap();
+        }
+        encode(&Frame::Ping { nonce: 1 }, &mut frames).unwrap();
+        // Cut the plaintext into records at awkward places.
+        let mut key = RecordKey::new(&k1);
+        let mut wire = Vec::new();
+        for part in frames.chunks(7_001) {
+            let mut p = part.to_vec();
+            let tag = key.seal(&mut p).unwrap();
+            wire.extend_from_slice(&((p.len() + TAG) as u16).to_be_bytes());
+            wire.extend_from_slice(&p);
+            wire.extend_from_slice(&tag);
+        }
+        let w = tokio::spawn(async move {
+            let mut a = a;
+            a.write_all(&wire).await.unwrap();
+            a
+        });
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            let mut v = Vec::new();
+            rx.reader.read_frames(&mut v).await.unwrap();
+            got.append(&mut v);
+        }
+        let mut data = Vec::new();
+        for f in &got[..3] {
+            let Frame::StreamData { payload, .. } = f else {
+                panic!("{f:?}")
+            };
+            data.extend_from_slice(payload);
+        }
+        assert_eq!(data, payload);
+        assert_eq!(got[3], Frame::Ping { nonce: 1 });
+        drop(w.await.unwrap());
     }
 
     #[tokio::test]

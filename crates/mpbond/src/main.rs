@@ -34,6 +34,11 @@ enum Command {
     Status(cli::daemon::StatusArgs),
     /// Simulate a download over a PS-Path and N helpers with the real scheduler code.
     Sim(Box<cli::sim::SimArgs>),
+    /// Measure the daemons on loopback next to a plain TCP relay (docs/performance.md).
+    Bench(cli::bench::BenchArgs),
+    /// A plain SOCKS5 relay, the benchmark's baseline.
+    #[command(hide = true)]
+    BenchRelay(cli::bench::RelayArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -47,6 +52,8 @@ fn main() -> std::process::ExitCode {
         Command::Pair(c) => cli::daemon::pair(c),
         Command::Status(a) => cli::daemon::status(a),
         Command::Sim(a) => cli::sim::run(*a),
+        Command::Bench(a) => cli::bench::run(a),
+        Command::BenchRelay(a) => cli::bench::relay(a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -473,7 +473,7 @@ impl Session {
                             });
                         }
                     }
-                    self.flush_link(l);
+                    self.push_batched(l);
                 }
             }
             views = self.views();

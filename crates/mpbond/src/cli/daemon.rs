@@ -133,8 +133,14 @@ fn load(a: &DaemonArgs) -> Result<Config> {
     Ok(c)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+fn runtime(cfg: &Config, roles: Roles) -> Result<tokio::runtime::Runtime> {
+    let threads = match cfg.tuning.threads {
+        0 if roles.proxy => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => 1,
+        n => n,
+    };
     tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
         .enable_all()
         .build()
         .context("cannot start the async runtime")
@@ -142,7 +148,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn run_roles(cfg: Config, roles: Roles) -> Result<()> {
     cfg.validate().map_err(anyhow::Error::msg)?;
-    runtime()?.block_on(node::run(cfg, roles))
+    runtime(&cfg, roles)?.block_on(node::run(cfg, roles))
 }
 
 /// `mpbond proxy`.

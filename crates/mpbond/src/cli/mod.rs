@@ -1,4 +1,5 @@
 //! Command-line front end: one binary, one subcommand per role or tool.
 
+pub mod bench;
 pub mod daemon;
 pub mod sim;
