@@ -431,6 +431,36 @@ mod tests {
         KeyPair::generate().public.to_string()
     }
 
+    /// The files in `examples/` are what users copy: each must parse once its placeholder keys
+    /// are filled in, and together they must cover every role.
+    #[test]
+    fn example_configs_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut roles = (0, 0, 0);
+        for entry in std::fs::read_dir(&dir).expect("examples/ exists") {
+            let path = entry.expect("readable").path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let mut filled = String::new();
+            let mut rest = text.as_str();
+            while let Some(i) = rest.find("\"REPLACE-") {
+                let end = rest[i + 1..].find('"').expect("closed placeholder") + i + 2;
+                filled.push_str(&rest[..i]);
+                filled.push_str(&format!("\"{}\"", key()));
+                rest = &rest[end..];
+            }
+            filled.push_str(rest);
+            let c =
+                Config::parse(&filled, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            roles.0 += c.proxy.is_some() as usize;
+            roles.1 += c.primary.is_some() as usize;
+            roles.2 += c.helper.is_some() as usize;
+        }
+        assert!(roles.0 >= 1 && roles.1 >= 2 && roles.2 >= 2, "{roles:?}");
+    }
+
     #[test]
     fn dual_mode_config_parses_with_units() {
         let text = format!(

@@ -80,10 +80,7 @@ impl Session {
                     self.send_control(&Frame::PipeFeedback(fb));
                 }
             }
-            Frame::Ping { nonce } => {
-                self.push(link, &Frame::Pong { nonce });
-                self.flush_link(link);
-            }
+            Frame::Ping { nonce } => self.push(link, &Frame::Pong { nonce }),
             Frame::Pong { .. } => {}
             Frame::SubflowClose { subflow, reason } => {
                 tracing::info!(%subflow, %reason, "peer closed a subflow");

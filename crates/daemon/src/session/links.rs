@@ -470,11 +470,12 @@ impl Session {
         }
     }
 
-    /// Sends a control frame on the control link.
+    /// Queues a control frame on the control link. It goes out with the flush at the end of
+    /// the current pump, batched with whatever else is due, rather than costing a system call
+    /// of its own.
     pub(super) fn send_control(&mut self, f: &Frame) {
         if let Some(l) = self.control_link() {
             self.push(l, f);
-            self.flush_link(l);
         }
     }
 

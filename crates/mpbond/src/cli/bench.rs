@@ -45,6 +45,10 @@ pub struct BenchArgs {
     /// setup measurements: for profiling.
     #[arg(long)]
     only: Option<String>,
+    /// Worker threads of each daemon (0 = the role's default: all cores for the proxy, one for
+    /// the primary and helpers).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 /// `mpbond bench-relay`: a plain SOCKS5 CONNECT relay, the baseline (hidden).
@@ -325,8 +329,9 @@ fn write_configs(
     insecure: bool,
     scheduler: &str,
     proxy_port: u16,
+    threads: usize,
 ) -> Result<()> {
-    let tuning = format!("[tuning]\ninsecure = {insecure}\n");
+    let tuning = format!("[tuning]\ninsecure = {insecure}\nthreads = {threads}\n");
     std::fs::write(
         dir.join("proxy.toml"),
         format!(
@@ -427,6 +432,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         a.active_streams,
         delay,
         a.only.as_deref(),
+        a.threads,
     ))?;
     print!("{}", table(&report));
     if let Some(p) = a.json {
@@ -442,6 +448,7 @@ async fn bench(
     active: usize,
     delay: Duration,
     only: Option<&str>,
+    threads: usize,
 ) -> Result<Report> {
     let dir = std::env::temp_dir().join(format!("mpbond-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -491,7 +498,7 @@ async fn bench(
             continue;
         }
         eprintln!("bench: {name}");
-        write_configs(&dir, &keys, helpers, insecure, sched, 7000)?;
+        write_configs(&dir, &keys, helpers, insecure, sched, 7000, threads)?;
         let bond = Bond::start(&dir, helpers).await?;
         let c0 = bond.cpu();
         let (bytes, secs) = goodput(addr(2, 1080), origin_addr, total, streams).await?;
@@ -570,12 +577,40 @@ async fn bench(
         addr(1, 7000),
         delay,
     ));
-    write_configs(&dir, &keys, 0, false, "pams", 7002)?;
+    write_configs(&dir, &keys, 0, false, "pams", 7002, threads)?;
     let bond = Bond::start(&dir, 0).await?;
     let proxy_pid = bond.procs[0].pid();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    if let Some(s) = status(addr(1, 7070)).await {
-        report.ps_rtt_ms = s.sessions.first().map_or(0.0, |x| x.subflows[0].rtt_ms);
+    // The PS-Path's round trip as the bond sees it: a 1-byte echo through an identical delay
+    // line (the kernel's RTT only covers the hop to the local delay line).
+    let echo = TcpListener::bind(addr(4, 7000)).await?;
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let _ = s.set_nodelay(true);
+                let mut b = [0u8; 1];
+                while s.read_exact(&mut b).await.is_ok() {
+                    if s.write_all(&b).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    tokio::spawn(delay_line(
+        TcpListener::bind(addr(4, 7001)).await?,
+        addr(4, 7000),
+        delay,
+    ));
+    let mut e = TcpStream::connect(addr(4, 7001)).await?;
+    e.set_nodelay(true)?;
+    let mut rtts = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        e.write_all(&[1]).await?;
+        let mut b = [0u8; 1];
+        e.read_exact(&mut b).await?;
+        rtts.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let mut direct = Vec::new();
     let mut bonded = Vec::new();
@@ -595,13 +630,9 @@ async fn bench(
     };
     report.direct_connect_ms = med(&mut direct);
     report.bond_stream_setup_ms = med(&mut bonded);
-    let rtt = status(addr(2, 7070))
-        .await
-        .and_then(|s| s.sessions.first().map(|x| x.subflows[0].rtt_ms))
-        .unwrap_or(report.ps_rtt_ms);
-    report.ps_rtt_ms = rtt;
+    report.ps_rtt_ms = med(&mut rtts);
     report.setup_extra_rtts =
-        (report.bond_stream_setup_ms - report.direct_connect_ms) / rtt.max(1e-3);
+        (report.bond_stream_setup_ms - report.direct_connect_ms) / report.ps_rtt_ms.max(1e-3);
     let before = rss_bytes(proxy_pid);
     let mut tasks = Vec::new();
     for _ in 0..active {

@@ -134,6 +134,7 @@ fn load(a: &DaemonArgs) -> Result<Config> {
 }
 
 fn runtime(cfg: &Config, roles: Roles) -> Result<tokio::runtime::Runtime> {
+    mpbond_daemon::sys::tune_allocator();
     let threads = match cfg.tuning.threads {
         0 if roles.proxy => std::thread::available_parallelism().map_or(1, |n| n.get()),
         0 => 1,
