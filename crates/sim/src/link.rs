@@ -33,6 +33,25 @@ impl Packet {
     }
 }
 
+/// Anything a link can carry: it only needs its size on the wire. The simulator sends
+/// [`Packet`]s; the lab's emulator (`mpbond-lab`) sends real IP packets through the same queue.
+pub trait WireLen {
+    /// Bytes on the link.
+    fn wire_len(&self) -> u64;
+}
+
+impl WireLen for Packet {
+    fn wire_len(&self) -> u64 {
+        self.len()
+    }
+}
+
+impl WireLen for Vec<u8> {
+    fn wire_len(&self) -> u64 {
+        self.len() as u64
+    }
+}
+
 /// Settings of one link direction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkConfig {
@@ -59,10 +78,10 @@ pub struct LinkStats {
 
 /// The state of one link direction.
 #[derive(Debug)]
-pub struct Link {
+pub struct Link<P = Packet> {
     cfg: LinkConfig,
     server: Server,
-    queue: VecDeque<Packet>,
+    queue: VecDeque<P>,
     queued: u64,
     /// When the packet in service finishes, if one is in service.
     busy_until: Option<Time>,
@@ -78,7 +97,7 @@ pub enum Offer {
     Queued(Option<Time>),
 }
 
-impl Link {
+impl<P: WireLen> Link<P> {
     /// A new idle link.
     pub fn new(cfg: LinkConfig) -> Self {
         Link {
@@ -107,16 +126,17 @@ impl Link {
     }
 
     /// Offers a packet at `now`.
-    pub fn offer(&mut self, now: Time, p: Packet, rng: &mut Rng) -> Offer {
+    pub fn offer(&mut self, now: Time, p: P, rng: &mut Rng) -> Offer {
         if self.cfg.loss > 0.0 && rng.chance(self.cfg.loss) {
             self.stats.random_losses += 1;
             return Offer::Dropped;
         }
-        if self.queued + p.len() > self.cfg.queue_bytes.max(p.len()) {
+        let len = p.wire_len();
+        if self.queued + len > self.cfg.queue_bytes.max(len) {
             self.stats.queue_drops += 1;
             return Offer::Dropped;
         }
-        self.queued += p.len();
+        self.queued += len;
         self.queue.push_back(p);
         if self.busy_until.is_none() {
             self.busy_until = self.start_service(now);
@@ -127,16 +147,16 @@ impl Link {
 
     fn start_service(&mut self, now: Time) -> Option<Time> {
         let head = self.queue.front()?;
-        self.server.finish(&self.cfg.rate, now, head.len())
+        self.server.finish(&self.cfg.rate, now, head.wire_len())
     }
 
     /// The head packet finished service at `now`: it leaves, and arrives at the far end after
     /// the propagation delay. Returns the packet, its arrival time, and the next departure to
     /// schedule, if any.
-    pub fn depart(&mut self, now: Time) -> Option<(Packet, Time, Option<Time>)> {
+    pub fn depart(&mut self, now: Time) -> Option<(P, Time, Option<Time>)> {
         let p = self.queue.pop_front()?;
-        self.queued -= p.len();
-        self.stats.delivered_bytes += p.len();
+        self.queued -= p.wire_len();
+        self.stats.delivered_bytes += p.wire_len();
         self.busy_until = self.start_service(now);
         Some((p, now + self.cfg.delay, self.busy_until))
     }

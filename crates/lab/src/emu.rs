@@ -1,0 +1,315 @@
+//! The link emulator: a thread that moves packets between the two TUN devices of every
+//! emulated link, through one [`mpbond_sim::link::Link`] per direction (rate from a constant
+//! or a mahimahi trace, changes at given times, drop-tail queue, random loss), then a
+//! propagation delay. It is mahimahi's design in one thread for all links, and it shares the
+//! queue and trace code with the simulator, so both replay a trace the same way.
+//!
+//! Time 0 of every rate profile is the moment [`Emulator::start`] returns. Every packet is
+//! logged with its time, size and direction ([`PacketRecord`]).
+
+#![allow(unsafe_code)]
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mpbond_core::Time;
+use mpbond_sim::link::{Link, LinkConfig, Offer};
+use mpbond_sim::rng::Rng;
+use serde::Serialize;
+
+use crate::tun::Tun;
+
+/// Largest packet read from a TUN device (the devices have a 1500-byte MTU).
+const MAX_PACKET: usize = 65_535;
+/// Packet records kept per direction; a 60 s run at 20 Mbit/s needs about 100 000.
+const MAX_RECORDS: usize = 4_000_000;
+
+/// One emulated link between side `a` and side `b`.
+pub struct LinkSpec {
+    /// Its name (`ps`, `hs1`, `pipe1`, ...).
+    pub name: String,
+    /// The TUN device on side `a` (e.g. the primary for the PS-Path).
+    pub a: Tun,
+    /// The TUN device on side `b`.
+    pub b: Tun,
+    /// Direction a → b.
+    pub ab: LinkConfig,
+    /// Direction b → a.
+    pub ba: LinkConfig,
+}
+
+/// What happened to a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum PacketEvent {
+    /// It entered the link (left the sending device).
+    Sent,
+    /// It reached the far end (arrived at the receiving device).
+    Delivered,
+    /// The queue was full.
+    QueueDrop,
+    /// Random loss.
+    Lost,
+}
+
+/// One packet event: microseconds since the emulator started, IP packet size, what happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PacketRecord {
+    /// Time, µs.
+    pub t_us: u64,
+    /// IP packet bytes.
+    pub size: u32,
+    /// Event.
+    pub event: PacketEvent,
+}
+
+/// The log and counters of one direction.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DirReport {
+    /// Packets and bytes that reached the far end.
+    pub delivered_packets: u64,
+    /// Bytes that reached the far end.
+    pub delivered_bytes: u64,
+    /// Drop-tail drops.
+    pub queue_drops: u64,
+    /// Random losses.
+    pub losses: u64,
+    /// Every event (up to a cap; `truncated` says if it was hit).
+    #[serde(skip)]
+    pub records: Vec<PacketRecord>,
+    /// True if records were dropped for memory.
+    pub truncated: bool,
+}
+
+impl DirReport {
+    fn log(&mut self, t: Time, size: usize, event: PacketEvent) {
+        if self.records.len() < MAX_RECORDS {
+            self.records.push(PacketRecord {
+                t_us: t.as_micros(),
+                size: size as u32,
+                event,
+            });
+        } else {
+            self.truncated = true;
+        }
+    }
+}
+
+/// Both directions of one link after the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkReport {
+    /// The link's name.
+    pub name: String,
+    /// a → b.
+    pub ab: DirReport,
+    /// b → a.
+    pub ba: DirReport,
+}
+
+struct Dir {
+    link: Link<Vec<u8>>,
+    next_depart: Option<Time>,
+    in_flight: VecDeque<(Time, Vec<u8>)>,
+    report: DirReport,
+}
+
+impl Dir {
+    fn new(cfg: LinkConfig) -> Dir {
+        Dir {
+            link: Link::new(cfg),
+            next_depart: None,
+            in_flight: VecDeque::new(),
+            report: DirReport::default(),
+        }
+    }
+
+    fn offer(&mut self, now: Time, pkt: Vec<u8>, rng: &mut Rng) {
+        let size = pkt.len();
+        self.report.log(now, size, PacketEvent::Sent);
+        let loss_before = self.link.stats().random_losses;
+        match self.link.offer(now, pkt, rng) {
+            Offer::Dropped => {
+                if self.link.stats().random_losses > loss_before {
+                    self.report.losses += 1;
+                    self.report.log(now, size, PacketEvent::Lost);
+                } else {
+                    self.report.queue_drops += 1;
+                    self.report.log(now, size, PacketEvent::QueueDrop);
+                }
+            }
+            Offer::Queued(Some(t)) => self.next_depart = Some(t),
+            Offer::Queued(None) => {}
+        }
+    }
+
+    /// Moves due packets along; writes arrivals to `out`.
+    fn advance(&mut self, now: Time, out: &Tun) {
+        while let Some(t) = self.next_depart.filter(|t| *t <= now) {
+            match self.link.depart(t) {
+                Some((pkt, arrive, next)) => {
+                    self.in_flight.push_back((arrive, pkt));
+                    self.next_depart = next;
+                }
+                None => self.next_depart = None,
+            }
+        }
+        while self.in_flight.front().is_some_and(|(t, _)| *t <= now) {
+            let Some((_, pkt)) = self.in_flight.pop_front() else {
+                break;
+            };
+            // A full TUN queue or a device going away loses the packet, as a wire would.
+            let _ = out.send(&pkt);
+            self.report.delivered_packets += 1;
+            self.report.delivered_bytes += pkt.len() as u64;
+            self.report.log(now, pkt.len(), PacketEvent::Delivered);
+        }
+    }
+
+    fn next_event(&self) -> Option<Time> {
+        let a = self.next_depart;
+        let b = self.in_flight.front().map(|(t, _)| *t);
+        match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        }
+    }
+}
+
+/// A running emulator.
+pub struct Emulator {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Vec<LinkReport>>>,
+    epoch: Instant,
+}
+
+impl Emulator {
+    /// Starts the emulator thread over `links`; `seed` drives random loss.
+    pub fn start(links: Vec<LinkSpec>, seed: u64) -> io::Result<Emulator> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let epoch = Instant::now();
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("lab-link-emulator".into())
+            .spawn(move || run(links, seed, epoch, &s))?;
+        Ok(Emulator {
+            stop,
+            thread: Some(thread),
+            epoch,
+        })
+    }
+
+    /// Emulator time now (the time base of rate profiles and packet records).
+    pub fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    /// The instant of emulator time 0.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// Stops the thread and returns what every link did.
+    pub fn stop(mut self) -> Vec<LinkReport> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(links: Vec<LinkSpec>, seed: u64, epoch: Instant, stop: &AtomicBool) -> Vec<LinkReport> {
+    // Sleep precisely: the default 50 µs timer slack would add up on every delay.
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
+    let mut rng = Rng::new(seed);
+    let mut names = Vec::new();
+    let mut tuns = Vec::new();
+    let mut dirs = Vec::new();
+    for l in links {
+        names.push(l.name);
+        // Device 2i is side a, 2i+1 side b; direction 2i is a→b (read a, write b).
+        tuns.push(l.a);
+        tuns.push(l.b);
+        dirs.push(Dir::new(l.ab));
+        dirs.push(Dir::new(l.ba));
+    }
+    let mut fds: Vec<libc::pollfd> = tuns
+        .iter()
+        .map(|t| libc::pollfd {
+            fd: t.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let now = || Time(epoch.elapsed().as_nanos() as u64);
+    let mut buf = vec![0u8; MAX_PACKET];
+    while !stop.load(Ordering::Relaxed) {
+        let t = now();
+        for (i, d) in dirs.iter_mut().enumerate() {
+            d.advance(t, &tuns[i ^ 1]);
+        }
+        let next = dirs.iter().filter_map(Dir::next_event).min();
+        let wait = next
+            .map(|n| n.saturating_since(now()))
+            .unwrap_or(Duration::from_millis(20))
+            .min(Duration::from_millis(20));
+        let ts = libc::timespec {
+            tv_sec: wait.as_secs() as libc::time_t,
+            tv_nsec: wait.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: fds is a valid array of pollfd of the given length; ts outlives the call.
+        let rc = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if rc <= 0 {
+            continue;
+        }
+        let t = now();
+        for (i, pfd) in fds.iter_mut().enumerate() {
+            if pfd.revents & libc::POLLIN == 0 {
+                continue;
+            }
+            pfd.revents = 0;
+            // Read what is waiting, up to a bound so one busy device cannot starve the rest.
+            for _ in 0..256 {
+                match tuns[i].recv(&mut buf) {
+                    Ok(n) if n > 0 => dirs[i].offer(t, buf[..n].to_vec(), &mut rng),
+                    _ => break,
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut it = dirs.into_iter();
+    for name in names {
+        let (Some(ab), Some(ba)) = (it.next(), it.next()) else {
+            break;
+        };
+        out.push(LinkReport {
+            name,
+            ab: ab.report,
+            ba: ba.report,
+        });
+    }
+    out
+}

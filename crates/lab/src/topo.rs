@@ -1,0 +1,294 @@
+//! The testbed: one namespace per device, the emulated links between them, and routes.
+//!
+//! ```text
+//!            PS-Path (ps)                       proxy–origin (veth, unconstrained)
+//!   primary ─────────────────────── proxy ─────────────────────── origin
+//!      │  pipe k                     │ HS-Path k (hs<k>)
+//!      └──────────── helper k ───────┘
+//! ```
+//!
+//! Side `a` of every emulated link is the end nearer the primary (the primary for `ps` and
+//! pipes, the helper for `hs`), so "down" is b→a everywhere. The proxy namespace is also the
+//! Internet's router: `single` and `combine` traffic crosses it to the origin, and helpers
+//! forward at layer 3 for `kibbutz`.
+
+use std::net::Ipv4Addr;
+
+use mpbond_sim::link::LinkConfig;
+
+use crate::emu::{Emulator, LinkSpec};
+use crate::netns::{Namespaces, NetError};
+use crate::tun::Tun;
+
+/// Both directions of one link.
+#[derive(Clone, Debug)]
+pub struct LinkParams {
+    /// Toward the primary (b→a).
+    pub down: LinkConfig,
+    /// Away from the primary (a→b).
+    pub up: LinkConfig,
+}
+
+/// A helper's links.
+#[derive(Clone, Debug)]
+pub struct HelperLinks {
+    /// Its HS-Path.
+    pub hs: LinkParams,
+    /// Its pipes to the primary (at least one).
+    pub pipes: Vec<LinkParams>,
+}
+
+/// What to build.
+#[derive(Clone, Debug)]
+pub struct TopologySpec {
+    /// The primary's WAN link.
+    pub ps: LinkParams,
+    /// A second WAN link of the primary (WiFi in `mptcp-wifi-lte`), if any.
+    pub ps2: Option<LinkParams>,
+    /// The helpers.
+    pub helpers: Vec<HelperLinks>,
+    /// Seed for random loss.
+    pub seed: u64,
+}
+
+/// Namespace names of a testbed.
+#[derive(Clone, Debug)]
+pub struct Names {
+    /// The origin server's.
+    pub origin: String,
+    /// The proxy's (and the Internet router's).
+    pub proxy: String,
+    /// The primary's.
+    pub primary: String,
+    /// The helpers'.
+    pub helpers: Vec<String>,
+}
+
+/// Address plan.
+pub mod addr {
+    use std::net::Ipv4Addr;
+
+    /// The origin server.
+    pub const ORIGIN: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
+    /// The proxy's side of the proxy–origin link.
+    pub const PROXY_WAN: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
+    /// The primary's PS-Path address.
+    pub const PS_PRIMARY: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
+    /// The proxy's PS-Path address: where primaries and helpers reach the proxy.
+    pub const PS_PROXY: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 2);
+    /// The primary's second WAN address.
+    pub const PS2_PRIMARY: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 1);
+    /// The proxy's end of the second WAN link.
+    pub const PS2_PROXY: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 2);
+
+    /// Helper `i`'s HS-Path address (0-based) and the proxy's end.
+    pub fn hs(i: usize) -> (Ipv4Addr, Ipv4Addr) {
+        let n = 11 + i as u8;
+        (Ipv4Addr::new(10, n, 0, 1), Ipv4Addr::new(10, n, 0, 2))
+    }
+
+    /// Pipe `p` (numbered across helpers, 0-based): the primary's and the helper's address.
+    pub fn pipe(p: usize) -> (Ipv4Addr, Ipv4Addr) {
+        let n = 101 + p as u8;
+        (Ipv4Addr::new(10, n, 0, 1), Ipv4Addr::new(10, n, 0, 2))
+    }
+}
+
+/// A built testbed; dropping it stops the emulator and deletes every namespace (killing what
+/// runs inside).
+pub struct Testbed {
+    /// Namespace names.
+    pub names: Names,
+    /// Pipe numbers of each helper (into [`addr::pipe`]).
+    pub pipes: Vec<Vec<usize>>,
+    /// The running emulator.
+    pub emu: Option<Emulator>,
+    // Dropped last: namespaces go after the emulator has let go of the devices.
+    ns: Namespaces,
+}
+
+impl Testbed {
+    /// Builds the namespaces, links, addresses and routes, and starts the emulator.
+    pub fn build(spec: &TopologySpec) -> Result<Testbed, NetError> {
+        let mut last = None;
+        for _ in 0..5 {
+            let prefix = crate::netns::run_prefix();
+            match Self::build_with(spec, &prefix) {
+                Ok(t) => return Ok(t),
+                Err(e) if e.to_string().contains("exists") => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| NetError::Io(std::io::Error::other("no free name"))))
+    }
+
+    fn build_with(spec: &TopologySpec, prefix: &str) -> Result<Testbed, NetError> {
+        let mut ns = Namespaces::default();
+        let names = Names {
+            origin: format!("{prefix}-origin"),
+            proxy: format!("{prefix}-proxy"),
+            primary: format!("{prefix}-primary"),
+            helpers: (1..=spec.helpers.len())
+                .map(|k| format!("{prefix}-helper{k}"))
+                .collect(),
+        };
+        ns.add(&names.origin)?;
+        ns.add(&names.proxy)?;
+        ns.add(&names.primary)?;
+        for h in &names.helpers {
+            ns.add(h)?;
+        }
+        // Proxy–origin: a veth pair, no emulation.
+        let (vp, vo) = (format!("{prefix}wp"), format!("{prefix}wo"));
+        crate::netns::sh(&[
+            "ip",
+            "link",
+            "add",
+            &vp,
+            "netns",
+            &names.proxy,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &vo,
+            "netns",
+            &names.origin,
+        ])?;
+        p2p(&names.proxy, &vp, addr::PROXY_WAN, addr::ORIGIN)?;
+        p2p(&names.origin, &vo, addr::ORIGIN, addr::PROXY_WAN)?;
+        Namespaces::ip(&names.origin, &["route", "add", "default", "dev", &vo])?;
+
+        let mut links = Vec::new();
+        let mut tun_link = |name: &str,
+                            a_ns: &str,
+                            a_ip: Ipv4Addr,
+                            b_ns: &str,
+                            b_ip: Ipv4Addr,
+                            p: &LinkParams|
+         -> Result<(String, String), NetError> {
+            let (an, bn) = (format!("{prefix}{name}a"), format!("{prefix}{name}b"));
+            let a = Tun::create(&an)?;
+            let b = Tun::create(&bn)?;
+            crate::netns::sh(&["ip", "link", "set", &an, "netns", a_ns])?;
+            crate::netns::sh(&["ip", "link", "set", &bn, "netns", b_ns])?;
+            p2p(a_ns, &an, a_ip, b_ip)?;
+            p2p(b_ns, &bn, b_ip, a_ip)?;
+            links.push(LinkSpec {
+                name: name.to_string(),
+                a,
+                b,
+                ab: p.up.clone(),
+                ba: p.down.clone(),
+            });
+            Ok((an, bn))
+        };
+        let (ps_a, _) = tun_link(
+            "ps",
+            &names.primary,
+            addr::PS_PRIMARY,
+            &names.proxy,
+            addr::PS_PROXY,
+            &spec.ps,
+        )?;
+        if let Some(p2) = &spec.ps2 {
+            tun_link(
+                "ps2",
+                &names.primary,
+                addr::PS2_PRIMARY,
+                &names.proxy,
+                addr::PS2_PROXY,
+                p2,
+            )?;
+        }
+        let mut pipes = Vec::new();
+        let mut pnum = 0;
+        let mut routes = Vec::new();
+        for (i, h) in spec.helpers.iter().enumerate() {
+            let hns = &names.helpers[i];
+            let (hs_ip, hs_proxy) = addr::hs(i);
+            let (hs_a, hs_b) = tun_link(
+                &format!("hs{}", i + 1),
+                hns,
+                hs_ip,
+                &names.proxy,
+                hs_proxy,
+                &h.hs,
+            )?;
+            // The helper reaches everything through its own WAN link.
+            Namespaces::ip(hns, &["route", "add", "default", "dev", &hs_a])?;
+            let mut mine = Vec::new();
+            for (j, pp) in h.pipes.iter().enumerate() {
+                let (pa_ip, pb_ip) = addr::pipe(pnum);
+                let (pa, _) = tun_link(
+                    &format!("p{}{}", i + 1, j + 1),
+                    &names.primary,
+                    pa_ip,
+                    hns,
+                    pb_ip,
+                    pp,
+                )?;
+                routes.push((pnum, pa, hs_b.clone()));
+                mine.push(pnum);
+                pnum += 1;
+            }
+            pipes.push(mine);
+        }
+        // The primary: everything over its own WAN link, except traffic sourced from a pipe
+        // address (kibbutz's tethered subflow), which goes to that pipe's helper.
+        Namespaces::ip(&names.primary, &["route", "add", "default", "dev", &ps_a])?;
+        for (p, dev, hs_b) in &routes {
+            let (pa_ip, _) = addr::pipe(*p);
+            let table = (100 + p).to_string();
+            Namespaces::ip(
+                &names.primary,
+                &["route", "add", "default", "dev", dev, "table", &table],
+            )?;
+            Namespaces::ip(
+                &names.primary,
+                &["rule", "add", "from", &pa_ip.to_string(), "table", &table],
+            )?;
+            // The Internet (the proxy namespace) routes the pipe address back via the helper.
+            Namespaces::ip(
+                &names.proxy,
+                &["route", "add", &format!("{pa_ip}/32"), "dev", hs_b],
+            )?;
+        }
+        let emu = Emulator::start(links, spec.seed)?;
+        Ok(Testbed {
+            names,
+            pipes,
+            emu: Some(emu),
+            ns,
+        })
+    }
+
+    /// All namespace names.
+    pub fn namespaces(&self) -> &[String] {
+        self.ns.names()
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        // The emulator first (it holds the TUN devices), then the namespaces.
+        drop(self.emu.take());
+    }
+}
+
+/// Point-to-point addressing on a device, and up.
+fn p2p(ns: &str, dev: &str, local: Ipv4Addr, peer: Ipv4Addr) -> Result<(), NetError> {
+    Namespaces::ip(
+        ns,
+        &[
+            "addr",
+            "add",
+            &format!("{local}/32"),
+            "peer",
+            &format!("{peer}/32"),
+            "dev",
+            dev,
+        ],
+    )?;
+    Namespaces::ip(ns, &["link", "set", dev, "mtu", "1500", "up"])
+}
