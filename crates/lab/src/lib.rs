@@ -5,6 +5,11 @@
 //! netem), and the programs are real: the mpbond daemons, the kernel's MPTCP, HTTP.
 
 pub mod emu;
+pub mod http;
 pub mod netns;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod scheme;
 pub mod topo;
 pub mod tun;

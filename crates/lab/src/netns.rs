@@ -70,6 +70,31 @@ pub fn check_privileges() -> Result<(), String> {
     Ok(())
 }
 
+/// Every namespace this process created and has not deleted yet, for [`cleanup_all`].
+static ACTIVE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Deletes every namespace this process still has (killing what runs in them). Called from
+/// the signal handler of `mpbond lab`, so Ctrl-C leaves nothing behind even mid-run.
+pub fn cleanup_all() {
+    let names: Vec<String> = ACTIVE
+        .lock()
+        .map(|mut v| v.drain(..).collect())
+        .unwrap_or_default();
+    for n in names.iter().rev() {
+        delete(n);
+    }
+}
+
+fn delete(n: &str) {
+    // Whatever still runs in it dies with it: `ip netns pids` then kill.
+    if let Ok(out) = Command::new("ip").args(["netns", "pids", n]).output() {
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let _ = Command::new("kill").args(["-9", pid]).output();
+        }
+    }
+    let _ = Command::new("ip").args(["netns", "del", n]).output();
+}
+
 /// A set of namespaces deleted on drop.
 #[derive(Debug, Default)]
 pub struct Namespaces {
@@ -83,6 +108,9 @@ impl Namespaces {
     pub fn add(&mut self, name: &str) -> Result<(), NetError> {
         sh(&["ip", "netns", "add", name])?;
         self.names.push(name.to_string());
+        if let Ok(mut v) = ACTIVE.lock() {
+            v.push(name.to_string());
+        }
         sh(&["ip", "-n", name, "link", "set", "lo", "up"])?;
         for kv in [
             "net.ipv4.conf.all.rp_filter=0",
@@ -111,13 +139,10 @@ impl Namespaces {
 impl Drop for Namespaces {
     fn drop(&mut self) {
         for n in self.names.drain(..).rev() {
-            // Whatever still runs in it dies with it: `ip netns pids` then kill.
-            if let Ok(out) = Command::new("ip").args(["netns", "pids", &n]).output() {
-                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                    let _ = Command::new("kill").args(["-9", pid]).output();
-                }
+            delete(&n);
+            if let Ok(mut v) = ACTIVE.lock() {
+                v.retain(|x| *x != n);
             }
-            let _ = Command::new("ip").args(["netns", "del", &n]).output();
         }
     }
 }

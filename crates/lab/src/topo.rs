@@ -157,7 +157,20 @@ impl Testbed {
         ])?;
         p2p(&names.proxy, &vp, addr::PROXY_WAN, addr::ORIGIN)?;
         p2p(&names.origin, &vo, addr::ORIGIN, addr::PROXY_WAN)?;
-        Namespaces::ip(&names.origin, &["route", "add", "default", "dev", &vo])?;
+        // A veth is Ethernet: the origin's default route needs the proxy as gateway (a bare
+        // `dev` route would ARP for every remote address).
+        Namespaces::ip(
+            &names.origin,
+            &[
+                "route",
+                "add",
+                "default",
+                "via",
+                &addr::PROXY_WAN.to_string(),
+                "dev",
+                &vo,
+            ],
+        )?;
 
         let mut links = Vec::new();
         let mut tun_link = |name: &str,
@@ -253,6 +266,19 @@ impl Testbed {
                 &names.proxy,
                 &["route", "add", &format!("{pa_ip}/32"), "dev", hs_b],
             )?;
+        }
+        // Devices moved in from the root namespace kept its per-device settings: forwarding on
+        // and reverse-path filtering off for every device, now that all are in place.
+        for n in ns.names() {
+            crate::netns::sh(&[
+                "ip",
+                "netns",
+                "exec",
+                n,
+                "sh",
+                "-c",
+                "sysctl -qw net.ipv4.ip_forward=1 && for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done",
+            ])?;
         }
         let emu = Emulator::start(links, spec.seed)?;
         Ok(Testbed {

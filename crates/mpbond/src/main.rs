@@ -34,6 +34,9 @@ enum Command {
     Status(cli::daemon::StatusArgs),
     /// Simulate a download over a PS-Path and N helpers with the real scheduler code.
     Sim(Box<cli::sim::SimArgs>),
+    /// The multi-device testbed: namespaces, emulated links, real baselines (docs/lab.md).
+    #[command(subcommand)]
+    Lab(cli::lab::LabCmd),
     /// Measure the daemons on loopback next to a plain TCP relay (docs/performance.md).
     Bench(cli::bench::BenchArgs),
     /// A plain SOCKS5 relay, the benchmark's baseline.
@@ -53,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Command::Status(a) => cli::daemon::status(a),
         Command::Sim(a) => cli::sim::run(*a),
         Command::Bench(a) => cli::bench::run(a),
+        Command::Lab(c) => cli::lab::run(c),
         Command::BenchRelay(a) => cli::bench::relay(a),
     };
     match r {

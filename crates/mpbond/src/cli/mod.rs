@@ -2,4 +2,5 @@
 
 pub mod bench;
 pub mod daemon;
+pub mod lab;
 pub mod sim;

@@ -1,0 +1,316 @@
+//! The origin and the clients: a real HTTP/1.1 server that honours `Range`, and a client that
+//! reaches it directly, over kernel MPTCP, or through a SOCKS5 proxy (mpbond's primary),
+//! hashing what arrives and recording progress over time.
+//!
+//! The content of `/bytes/N` is a deterministic function of the offset, so any client can
+//! compute the SHA-256 the download must have without the origin telling it.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The byte at `offset` of every file.
+pub fn content_byte(offset: u64) -> u8 {
+    let mut z = (offset / 8).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> ((offset % 8) * 8)) as u8
+}
+
+/// Fills `buf` with the content starting at `offset`.
+pub fn fill(offset: u64, buf: &mut [u8]) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = content_byte(offset + i as u64);
+    }
+}
+
+/// SHA-256 of bytes `[start, end)`.
+pub fn expected_sha256(start: u64, end: u64) -> String {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut off = start;
+    while off < end {
+        let n = ((end - off) as usize).min(buf.len());
+        fill(off, &mut buf[..n]);
+        h.update(&buf[..n]);
+        off += n as u64;
+    }
+    hex(&h.finalize())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Serves `GET /bytes/N` (keep-alive, `Range: bytes=a-b`) until the listener fails.
+pub async fn serve_origin(l: TcpListener) {
+    while let Ok((s, _)) = l.accept().await {
+        tokio::spawn(async move {
+            let _ = serve_conn(s).await;
+        });
+    }
+}
+
+async fn serve_conn(s: TcpStream) -> io::Result<()> {
+    let _ = s.set_nodelay(true);
+    let (r, mut w) = s.into_split();
+    let mut r = BufReader::new(r);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let mut range = None;
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).await? == 0 {
+                return Ok(());
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some(v) = h
+                .to_ascii_lowercase()
+                .strip_prefix("range:")
+                .map(|v| v.trim().to_string())
+            {
+                range = parse_range(&v);
+            }
+        }
+        let size = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.strip_prefix("/bytes/"))
+            .and_then(|n| n.parse::<u64>().ok());
+        let Some(size) = size else {
+            w.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                .await?;
+            continue;
+        };
+        let (start, end, head) = match range {
+            Some((a, b)) if a < size => {
+                let b = b.map_or(size - 1, |b| b.min(size - 1));
+                (
+                    a,
+                    b + 1,
+                    format!(
+                        "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {a}-{b}/{size}\r\n\r\n",
+                        b + 1 - a
+                    ),
+                )
+            }
+            Some(_) => {
+                w.write_all(
+                    format!("HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{size}\r\nContent-Length: 0\r\n\r\n")
+                        .as_bytes(),
+                )
+                .await?;
+                continue;
+            }
+            None => (
+                0,
+                size,
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nAccept-Ranges: bytes\r\n\r\n"
+                ),
+            ),
+        };
+        w.write_all(head.as_bytes()).await?;
+        let mut buf = vec![0u8; 64 << 10];
+        let mut off = start;
+        while off < end {
+            let n = ((end - off) as usize).min(buf.len());
+            fill(off, &mut buf[..n]);
+            w.write_all(&buf[..n]).await?;
+            off += n as u64;
+        }
+    }
+}
+
+fn parse_range(v: &str) -> Option<(u64, Option<u64>)> {
+    let spec = v.strip_prefix("bytes=")?;
+    let (a, b) = spec.split_once('-')?;
+    let a = a.trim().parse().ok()?;
+    let b = if b.trim().is_empty() {
+        None
+    } else {
+        Some(b.trim().parse().ok()?)
+    };
+    Some((a, b))
+}
+
+/// How a client reaches the origin.
+#[derive(Clone, Debug)]
+pub enum Via {
+    /// Plain TCP.
+    Direct,
+    /// Kernel MPTCP (IPPROTO_MPTCP) to this relay, which connects on to the origin.
+    Mptcp(SocketAddr),
+    /// SOCKS5 CONNECT through this proxy (mpbond's primary).
+    Socks(SocketAddr),
+}
+
+/// One download.
+#[derive(Clone, Debug, Serialize)]
+pub struct Fetch {
+    /// Body bytes received.
+    pub bytes: u64,
+    /// Seconds from the request to the last byte.
+    pub seconds: f64,
+    /// SHA-256 of the body.
+    pub sha256: String,
+    /// Whether it equals the content's SHA-256.
+    pub intact: bool,
+    /// (seconds, bytes so far), sampled every 10 ms.
+    pub progress: Vec<(f64, u64)>,
+}
+
+/// Connects as `via` says.
+pub async fn connect(origin: SocketAddr, via: &Via) -> io::Result<TcpStream> {
+    let s = match via {
+        Via::Direct => TcpStream::connect(origin).await?,
+        Via::Mptcp(relay) => {
+            let relay = *relay;
+            let std = tokio::task::spawn_blocking(move || -> io::Result<std::net::TcpStream> {
+                let sock = socket2::Socket::new(
+                    socket2::Domain::IPV4,
+                    socket2::Type::STREAM,
+                    Some(socket2::Protocol::MPTCP),
+                )?;
+                sock.connect_timeout(&relay.into(), Duration::from_secs(10))?;
+                sock.set_nonblocking(true)?;
+                Ok(sock.into())
+            })
+            .await
+            .map_err(io::Error::other)??;
+            TcpStream::from_std(std)?
+        }
+        Via::Socks(proxy) => {
+            let mut s = TcpStream::connect(proxy).await?;
+            s.write_all(&[5, 1, 0]).await?;
+            let mut b = [0u8; 2];
+            s.read_exact(&mut b).await?;
+            let SocketAddr::V4(o) = origin else {
+                return Err(io::Error::other("IPv4 origins only"));
+            };
+            let mut req = vec![5, 1, 0, 1];
+            req.extend_from_slice(&o.ip().octets());
+            req.extend_from_slice(&o.port().to_be_bytes());
+            s.write_all(&req).await?;
+            let mut rep = [0u8; 10];
+            s.read_exact(&mut rep).await?;
+            if rep[1] != 0 {
+                return Err(io::Error::other(format!("SOCKS5 reply {}", rep[1])));
+            }
+            s
+        }
+    };
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Downloads `/bytes/size` (or the range `[start, end)` of it) over `s`, keeping `s` usable
+/// for the next request.
+pub async fn get(
+    s: &mut TcpStream,
+    size: u64,
+    range: Option<(u64, u64)>,
+    started: Instant,
+) -> io::Result<Fetch> {
+    let req = match range {
+        Some((a, b)) => format!(
+            "GET /bytes/{size} HTTP/1.1\r\nHost: origin\r\nRange: bytes={a}-{}\r\n\r\n",
+            b - 1
+        ),
+        None => format!("GET /bytes/{size} HTTP/1.1\r\nHost: origin\r\n\r\n"),
+    };
+    s.write_all(req.as_bytes()).await?;
+    // Read the head byte by byte up to the blank line (small), then the body.
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed before the response head",
+            ));
+        }
+        head.push(b[0]);
+        if head.len() > 8192 {
+            return Err(io::Error::other("response head too long"));
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" && status != "206" {
+        return Err(io::Error::other(format!("origin answered {status}")));
+    }
+    let len: u64 = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .ok_or_else(|| io::Error::other("no Content-Length"))?;
+    let mut h = Sha256::new();
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 256 << 10];
+    let mut progress = vec![(started.elapsed().as_secs_f64(), 0)];
+    while got < len {
+        let want = ((len - got) as usize).min(buf.len());
+        let n = s.read(&mut buf[..want]).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("closed after {got} of {len} bytes"),
+            ));
+        }
+        h.update(&buf[..n]);
+        got += n as u64;
+        let t = started.elapsed().as_secs_f64();
+        if progress.last().is_none_or(|(lt, _)| t - lt >= 0.01) || got == len {
+            progress.push((t, got));
+        }
+    }
+    let (a, e) = range.unwrap_or((0, size));
+    let sha = hex(&h.finalize());
+    Ok(Fetch {
+        bytes: got,
+        seconds: started.elapsed().as_secs_f64(),
+        intact: got == e - a && sha == expected_sha256(a, e),
+        sha256: sha,
+        progress,
+    })
+}
+
+/// A relay for kernel MPTCP: accepts MPTCP connections and connects each to `origin` with
+/// plain TCP (the MPTCP-capable proxy of the kibbutz baseline).
+pub async fn mptcp_relay(listen: SocketAddr, origin: SocketAddr) -> io::Result<()> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::MPTCP),
+    )?;
+    sock.set_reuse_address(true)?;
+    sock.bind(&listen.into())?;
+    sock.listen(128)?;
+    sock.set_nonblocking(true)?;
+    let l = TcpListener::from_std(sock.into())?;
+    loop {
+        let (mut c, _) = l.accept().await?;
+        tokio::spawn(async move {
+            if let Ok(mut o) = TcpStream::connect(origin).await {
+                let _ = c.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut c, &mut o).await;
+            }
+        });
+    }
+}
