@@ -24,7 +24,7 @@ use crate::link::{self, Link, Security};
 use crate::net::Cidr;
 use crate::session::{Event, Session, SessionHandle, SessionSpec, Side};
 use crate::status::{Metrics, SessionStatus};
-use crate::ticket::TicketVerifier;
+use crate::ticket::{Ticket, TicketVerifier};
 
 /// Handshakes in progress at once; more connections wait, so a flood cannot exhaust memory.
 const MAX_HANDSHAKES: usize = 256;
@@ -73,6 +73,25 @@ impl Proxy {
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Entry>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Checks a join ticket presented by `presenter` (authentic, for this proxy, signed by an
+    /// allowed primary, naming the presenter, unexpired, unused).
+    fn verify_ticket(
+        &self,
+        ticket: &[u8],
+        presenter: &PublicKey,
+    ) -> Result<Ticket, (Reason, String)> {
+        self.verifier
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .verify(
+                ticket,
+                presenter,
+                |k| self.allowed(k).is_some(),
+                SystemTime::now(),
+            )
+            .map_err(|e| (Reason::UNAUTHORIZED, e.to_string()))
     }
 
     fn allowed(&self, k: &PublicKey) -> Option<String> {
@@ -250,17 +269,7 @@ impl Proxy {
             (link.peer, name, PathKind::Direct)
         } else {
             // INIT_MP: a helper opens the session for its primary.
-            let t = self
-                .verifier
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .verify(
-                    ticket,
-                    &link.peer,
-                    |k| self.allowed(k).is_some(),
-                    SystemTime::now(),
-                )
-                .map_err(|e| (Reason::UNAUTHORIZED, e.to_string()))?;
+            let t = self.verify_ticket(ticket, &link.peer)?;
             let name = self.allowed(&t.primary_key).unwrap_or_default();
             (t.primary_key, name, PathKind::Helper)
         };
@@ -322,17 +331,7 @@ impl Proxy {
         ticket: &[u8],
     ) -> Result<Admit, (Reason, String)> {
         Self::version(ver_min, ver_max)?;
-        let t = self
-            .verifier
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .verify(
-                ticket,
-                &link.peer,
-                |k| self.allowed(k).is_some(),
-                SystemTime::now(),
-            )
-            .map_err(|e| (Reason::UNAUTHORIZED, e.to_string()))?;
+        let t = self.verify_ticket(ticket, &link.peer)?;
         if t.session != session.0 {
             return Err((
                 Reason::UNAUTHORIZED,

@@ -192,27 +192,31 @@ pub async fn connect(origin: SocketAddr, via: &Via) -> io::Result<TcpStream> {
             .map_err(io::Error::other)??;
             TcpStream::from_std(std)?
         }
-        Via::Socks(proxy) => {
-            let mut s = TcpStream::connect(proxy).await?;
-            s.write_all(&[5, 1, 0]).await?;
-            let mut b = [0u8; 2];
-            s.read_exact(&mut b).await?;
-            let SocketAddr::V4(o) = origin else {
-                return Err(io::Error::other("IPv4 origins only"));
-            };
-            let mut req = vec![5, 1, 0, 1];
-            req.extend_from_slice(&o.ip().octets());
-            req.extend_from_slice(&o.port().to_be_bytes());
-            s.write_all(&req).await?;
-            let mut rep = [0u8; 10];
-            s.read_exact(&mut rep).await?;
-            if rep[1] != 0 {
-                return Err(io::Error::other(format!("SOCKS5 reply {}", rep[1])));
-            }
-            s
-        }
+        Via::Socks(proxy) => socks5_connect(*proxy, origin).await?,
     };
     s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Opens a SOCKS5 CONNECT (no authentication, IPv4 destination) through `proxy`.
+pub async fn socks5_connect(proxy: SocketAddr, to: SocketAddr) -> io::Result<TcpStream> {
+    let mut s = TcpStream::connect(proxy).await?;
+    s.set_nodelay(true)?;
+    s.write_all(&[5, 1, 0]).await?;
+    let mut b = [0u8; 2];
+    s.read_exact(&mut b).await?;
+    let SocketAddr::V4(o) = to else {
+        return Err(io::Error::other("IPv4 destinations only"));
+    };
+    let mut req = vec![5, 1, 0, 1];
+    req.extend_from_slice(&o.ip().octets());
+    req.extend_from_slice(&o.port().to_be_bytes());
+    s.write_all(&req).await?;
+    let mut rep = [0u8; 10];
+    s.read_exact(&mut rep).await?;
+    if rep[1] != 0 {
+        return Err(io::Error::other(format!("SOCKS5 reply {}", rep[1])));
+    }
     Ok(s)
 }
 

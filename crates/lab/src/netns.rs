@@ -102,9 +102,9 @@ pub struct Namespaces {
 }
 
 impl Namespaces {
-    /// Creates namespace `name` with its loopback up and lab-friendly sysctls: no reverse-path
-    /// filter (the kibbutz paths are asymmetric by design) and no TCP metrics cache (so one
-    /// run cannot inherit the previous run's ssthresh).
+    /// Creates namespace `name` with its loopback up and no TCP metrics cache (so one run
+    /// cannot inherit the previous run's ssthresh). Forwarding and reverse-path filtering are
+    /// set per device once the testbed's devices are in place (`topo`).
     pub fn add(&mut self, name: &str) -> Result<(), NetError> {
         sh(&["ip", "netns", "add", name])?;
         self.names.push(name.to_string());
@@ -112,14 +112,15 @@ impl Namespaces {
             v.push(name.to_string());
         }
         sh(&["ip", "-n", name, "link", "set", "lo", "up"])?;
-        for kv in [
-            "net.ipv4.conf.all.rp_filter=0",
-            "net.ipv4.conf.default.rp_filter=0",
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            name,
+            "sysctl",
+            "-qw",
             "net.ipv4.tcp_no_metrics_save=1",
-            "net.ipv4.ip_forward=1",
-        ] {
-            sh(&["ip", "netns", "exec", name, "sysctl", "-qw", kv])?;
-        }
+        ])?;
         Ok(())
     }
 

@@ -242,7 +242,7 @@ pub fn run_one(
             for pipes in tb.pipes.iter().take(helpers_used) {
                 for &p in pipes {
                     let (pa, _) = addr::pipe(p);
-                    let dev = format!("{}p{}1a", &tb.names.primary[..5], helper_of(&tb, p) + 1);
+                    let dev = &tb.pipe_devs[p];
                     sh(&[
                         "ip",
                         "-n",
@@ -252,7 +252,7 @@ pub fn run_one(
                         "add",
                         &pa.to_string(),
                         "dev",
-                        &dev,
+                        dev,
                         "subflow",
                     ])?;
                 }
@@ -317,13 +317,6 @@ pub fn run_one(
         links: link_bytes,
         progress: fetch.progress,
     })
-}
-
-fn helper_of(tb: &Testbed, pipe: usize) -> usize {
-    tb.pipes
-        .iter()
-        .position(|ps| ps.contains(&pipe))
-        .unwrap_or(0)
 }
 
 fn bytes_after(records: &[crate::emu::PacketRecord], start_us: u64) -> u64 {

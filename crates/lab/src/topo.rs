@@ -101,6 +101,8 @@ pub struct Testbed {
     pub names: Names,
     /// Pipe numbers of each helper (into [`addr::pipe`]).
     pub pipes: Vec<Vec<usize>>,
+    /// The primary's device of each pipe, by pipe number.
+    pub pipe_devs: Vec<String>,
     /// The running emulator.
     pub emu: Option<Emulator>,
     // Dropped last: namespaces go after the emulator has let go of the devices.
@@ -280,10 +282,12 @@ impl Testbed {
                 "sysctl -qw net.ipv4.ip_forward=1 && for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done",
             ])?;
         }
+        let pipe_devs = routes.iter().map(|(_, dev, _)| dev.clone()).collect();
         let emu = Emulator::start(links, spec.seed)?;
         Ok(Testbed {
             names,
             pipes,
+            pipe_devs,
             emu: Some(emu),
             ns,
         })

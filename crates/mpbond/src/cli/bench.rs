@@ -15,6 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use mpbond_daemon::keys::KeyPair;
 use mpbond_daemon::link::{self, Security};
+use mpbond_lab::http::socks5_connect;
 use mpbond_proto::Frame;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -172,29 +173,8 @@ async fn origin(l: TcpListener) {
     }
 }
 
-async fn socks_connect(socks: SocketAddr, to: SocketAddr) -> Result<TcpStream> {
-    let mut s = TcpStream::connect(socks).await?;
-    s.set_nodelay(true)?;
-    s.write_all(&[5, 1, 0]).await?;
-    let mut b = [0u8; 2];
-    s.read_exact(&mut b).await?;
-    let SocketAddr::V4(o) = to else {
-        bail!("IPv4 only")
-    };
-    let mut req = vec![5, 1, 0, 1];
-    req.extend_from_slice(&o.ip().octets());
-    req.extend_from_slice(&o.port().to_be_bytes());
-    s.write_all(&req).await?;
-    let mut rep = [0u8; 10];
-    s.read_exact(&mut rep).await?;
-    if rep[1] != 0 {
-        bail!("SOCKS reply {}", rep[1]);
-    }
-    Ok(s)
-}
-
 async fn fetch(socks: SocketAddr, origin: SocketAddr, n: u64, rate: u64) -> Result<u64> {
-    let mut s = socks_connect(socks, origin).await?;
+    let mut s = socks5_connect(socks, origin).await?;
     let mut req = n.to_be_bytes().to_vec();
     req.extend_from_slice(&rate.to_be_bytes());
     s.write_all(&req).await?;
@@ -620,7 +600,7 @@ async fn bench(
         direct.push(t.elapsed().as_secs_f64() * 1e3);
         drop(s);
         let t = Instant::now();
-        let s = socks_connect(addr(2, 1080), origin_addr).await?;
+        let s = socks5_connect(addr(2, 1080), origin_addr).await?;
         bonded.push(t.elapsed().as_secs_f64() * 1e3);
         drop(s);
     }
