@@ -44,7 +44,8 @@ pub fn expected_sha256(start: u64, end: u64) -> String {
     hex(&h.finalize())
 }
 
-fn hex(b: &[u8]) -> String {
+/// Lower-case hex.
+pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -67,6 +68,7 @@ async fn serve_conn(s: TcpStream) -> io::Result<()> {
             return Ok(());
         }
         let mut range = None;
+        let mut body_len: Option<u64> = None;
         loop {
             let mut h = String::new();
             if r.read_line(&mut h).await? == 0 {
@@ -83,6 +85,26 @@ async fn serve_conn(s: TcpStream) -> io::Result<()> {
             {
                 range = parse_range(&v);
             }
+            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                body_len = v.trim().parse().ok();
+            }
+        }
+        if line.starts_with("PUT /upload ") {
+            let Some(n) = body_len else {
+                w.write_all(b"HTTP/1.1 411 Length Required\r\nContent-Length: 0\r\n\r\n")
+                    .await?;
+                return Ok(());
+            };
+            let sha = hash_body(&mut r, n).await?;
+            w.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{sha}",
+                    sha.len()
+                )
+                .as_bytes(),
+            )
+            .await?;
+            continue;
         }
         let size = line
             .split_whitespace()
@@ -132,6 +154,26 @@ async fn serve_conn(s: TcpStream) -> io::Result<()> {
             off += n as u64;
         }
     }
+}
+
+/// Reads `n` body bytes and returns their SHA-256.
+async fn hash_body<R: tokio::io::AsyncRead + Unpin>(r: &mut R, n: u64) -> io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut left = n;
+    while left > 0 {
+        let want = (left as usize).min(buf.len());
+        let k = r.read(&mut buf[..want]).await?;
+        if k == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("upload ended {left} bytes short"),
+            ));
+        }
+        h.update(&buf[..k]);
+        left -= k as u64;
+    }
+    Ok(hex(&h.finalize()))
 }
 
 fn parse_range(v: &str) -> Option<(u64, Option<u64>)> {
@@ -220,14 +262,9 @@ pub async fn socks5_connect(proxy: SocketAddr, to: SocketAddr) -> io::Result<Tcp
     Ok(s)
 }
 
-/// Downloads `/bytes/size` (or the range `[start, end)` of it) over `s`, keeping `s` usable
-/// for the next request.
-pub async fn get(
-    s: &mut TcpStream,
-    size: u64,
-    range: Option<(u64, u64)>,
-    started: Instant,
-) -> io::Result<Fetch> {
+/// Sends `GET /bytes/size` (with `Range` if given) on `s` and reads the response head; returns
+/// the body's length, which the caller then reads from `s`.
+pub async fn request(s: &mut TcpStream, size: u64, range: Option<(u64, u64)>) -> io::Result<u64> {
     let req = match range {
         Some((a, b)) => format!(
             "GET /bytes/{size} HTTP/1.1\r\nHost: origin\r\nRange: bytes={a}-{}\r\n\r\n",
@@ -236,7 +273,12 @@ pub async fn get(
         None => format!("GET /bytes/{size} HTTP/1.1\r\nHost: origin\r\n\r\n"),
     };
     s.write_all(req.as_bytes()).await?;
-    // Read the head byte by byte up to the blank line (small), then the body.
+    read_head(s).await
+}
+
+/// Reads a response head byte by byte up to the blank line (heads are small, and reading no
+/// further leaves the body on the socket); returns the Content-Length of a 200 or 206.
+async fn read_head(s: &mut TcpStream) -> io::Result<u64> {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -256,14 +298,24 @@ pub async fn get(
     if status != "200" && status != "206" {
         return Err(io::Error::other(format!("origin answered {status}")));
     }
-    let len: u64 = head
-        .lines()
+    head.lines()
         .find_map(|l| {
             l.to_ascii_lowercase()
                 .strip_prefix("content-length:")
                 .and_then(|v| v.trim().parse().ok())
         })
-        .ok_or_else(|| io::Error::other("no Content-Length"))?;
+        .ok_or_else(|| io::Error::other("no Content-Length"))
+}
+
+/// Downloads `/bytes/size` (or the range `[start, end)` of it) over `s`, keeping `s` usable
+/// for the next request.
+pub async fn get(
+    s: &mut TcpStream,
+    size: u64,
+    range: Option<(u64, u64)>,
+    started: Instant,
+) -> io::Result<Fetch> {
+    let len = request(s, size, range).await?;
     let mut h = Sha256::new();
     let mut got = 0u64;
     let mut buf = vec![0u8; 256 << 10];
@@ -293,6 +345,103 @@ pub async fn get(
         sha256: sha,
         progress,
     })
+}
+
+/// Uploads `size` bytes of the content to the origin's `/upload` over `s` and waits for the
+/// origin's SHA-256 of what it received; `intact` says whether it matches what was sent.
+/// `progress` is what the client has handed to its socket (the links' logs say what moved).
+pub async fn put(s: &mut TcpStream, size: u64, started: Instant) -> io::Result<Fetch> {
+    s.write_all(
+        format!("PUT /upload HTTP/1.1\r\nHost: origin\r\nContent-Length: {size}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await?;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut off = 0u64;
+    let mut progress = vec![(started.elapsed().as_secs_f64(), 0)];
+    while off < size {
+        let n = ((size - off) as usize).min(buf.len());
+        fill(off, &mut buf[..n]);
+        s.write_all(&buf[..n]).await?;
+        off += n as u64;
+        progress.push((started.elapsed().as_secs_f64(), off));
+    }
+    let len = read_head(s).await?;
+    if len > 1024 {
+        return Err(io::Error::other("upload answer too long"));
+    }
+    let mut answer = vec![0u8; len as usize];
+    s.read_exact(&mut answer).await?;
+    let sha = String::from_utf8_lossy(&answer).to_string();
+    Ok(Fetch {
+        bytes: size,
+        seconds: started.elapsed().as_secs_f64(),
+        intact: sha == expected_sha256(0, size),
+        sha256: sha,
+        progress,
+    })
+}
+
+/// A `bulk` download: reads `/bytes/size` for `duration`, counting the bytes of every
+/// `sample` interval, then closes. `intact` checks the prefix that arrived.
+pub async fn bulk(
+    mut s: TcpStream,
+    size: u64,
+    duration: Duration,
+    sample: Duration,
+) -> io::Result<(Fetch, Vec<f64>)> {
+    let started = Instant::now();
+    let len = request(&mut s, size, None).await?;
+    let deadline = tokio::time::Instant::now() + duration;
+    let mut h = Sha256::new();
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 256 << 10];
+    let mut progress = vec![(started.elapsed().as_secs_f64(), 0)];
+    let sample_s = sample.as_secs_f64();
+    let mut bins: Vec<u64> = Vec::new();
+    while got < len {
+        let n = match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Err(_) => break,
+            Ok(r) => r?,
+        };
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("closed after {got} bytes"),
+            ));
+        }
+        let n = n.min((len - got) as usize);
+        h.update(&buf[..n]);
+        got += n as u64;
+        let t = started.elapsed().as_secs_f64();
+        let bin = (t / sample_s) as usize;
+        if bins.len() <= bin {
+            bins.resize(bin + 1, 0);
+        }
+        bins[bin] += n as u64;
+        if progress.last().is_none_or(|(lt, _)| t - lt >= 0.01) {
+            progress.push((t, got));
+        }
+    }
+    drop(s);
+    let whole = (duration.as_secs_f64() / sample_s).floor() as usize;
+    bins.resize(whole, 0);
+    let mbps = bins
+        .iter()
+        .map(|&b| b as f64 * 8.0 / sample_s / 1e6)
+        .collect();
+    let sha = hex(&h.finalize());
+    progress.push((started.elapsed().as_secs_f64(), got));
+    Ok((
+        Fetch {
+            bytes: got,
+            seconds: duration.as_secs_f64(),
+            intact: sha == expected_sha256(0, got),
+            sha256: sha,
+            progress,
+        },
+        mbps,
+    ))
 }
 
 /// A relay for kernel MPTCP: accepts MPTCP connections and connects each to `origin` with

@@ -4,7 +4,9 @@
 //! delay, queue, loss, changes, in user space on TUN devices because this kernel has no
 //! netem), and the programs are real: the mpbond daemons, the kernel's MPTCP, HTTP.
 
+pub mod combine;
 pub mod emu;
+pub mod energy;
 pub mod http;
 pub mod netns;
 pub mod report;

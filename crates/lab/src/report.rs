@@ -1,11 +1,11 @@
 //! Results: `results.json` (every raw number), `report.md` (a table per size with mean, stdev
 //! and ratio to the lower bound), and SVG plots.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
 use crate::run::RunResult;
+use crate::scenario::WorkloadKind;
 
 /// Mean and sample standard deviation.
 pub fn mean_sd(v: &[f64]) -> (f64, f64) {
@@ -21,51 +21,190 @@ pub fn mean_sd(v: &[f64]) -> (f64, f64) {
     (m, sd)
 }
 
-/// The comparison table, one block per file size, in the order schemes were given.
-pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "## {name}\n");
+/// The `q` quantile (0..1) of `v`, by linear interpolation.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let pos = q.clamp(0.0, 1.0) * (s.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+}
+
+/// Results of one (scheme), in the order schemes were given, for one size.
+fn by_scheme<'a>(
+    schemes: &'a [String],
+    results: &'a [RunResult],
+    size: u64,
+) -> Vec<(&'a str, Vec<&'a RunResult>)> {
+    schemes
+        .iter()
+        .map(|s| {
+            (
+                s.as_str(),
+                results
+                    .iter()
+                    .filter(|r| r.size == size && &r.scheme == s)
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, v)| !v.is_empty())
+        .collect()
+}
+
+fn sizes(results: &[RunResult]) -> Vec<u64> {
     let mut sizes: Vec<u64> = results.iter().map(|r| r.size).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    for size in sizes {
-        let _ = writeln!(o, "### {:.1} MB\n", size as f64 / 1e6);
-        let _ = writeln!(
-            o,
-            "| scheme | runs | download time (s), mean ± sd | lower bound (s) | ratio to bound | vs single | intact |"
-        );
-        let _ = writeln!(o, "| --- | --- | --- | --- | --- | --- | --- |");
-        let by: BTreeMap<&str, Vec<&RunResult>> =
-            results
+    sizes
+}
+
+fn size_label(r: &RunResult) -> String {
+    match r.workload {
+        WorkloadKind::Bulk => format!("bulk download, {:.0} s", r.seconds),
+        WorkloadKind::Download => format!("download {:.1} MB", r.size as f64 / 1e6),
+        WorkloadKind::Upload => format!("upload {:.1} MB", r.size as f64 / 1e6),
+    }
+}
+
+/// The comparison tables, one block per file size (or one for a bulk run), in the order
+/// schemes were given: time (or goodput) with its ratio to the fluid bound and to the
+/// baselines, then radio energy per device.
+pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "## {name}\n");
+    for size in sizes(results) {
+        let groups = by_scheme(schemes, results, size);
+        let Some(first) = groups.first().map(|g| g.1[0]) else {
+            continue;
+        };
+        let _ = writeln!(o, "### {}\n", size_label(first));
+        let mean_of = |name: &str, f: fn(&RunResult) -> f64| {
+            groups
                 .iter()
-                .filter(|r| r.size == size)
-                .fold(BTreeMap::new(), |mut m, r| {
-                    m.entry(r.scheme.as_str()).or_default().push(r);
-                    m
-                });
-        let single = by
-            .get("single")
-            .map(|v| mean_sd(&v.iter().map(|r| r.seconds).collect::<Vec<_>>()).0);
-        for s in schemes {
-            let Some(rs) = by.get(s.as_str()) else {
-                continue;
-            };
-            let t: Vec<f64> = rs.iter().map(|r| r.seconds).collect();
-            let (m, sd) = mean_sd(&t);
-            let lb = rs[0].lower_bound_s;
-            let ok = rs.iter().filter(|r| r.intact).count();
+                .find(|(s, _)| *s == name)
+                .map(|(_, v)| mean_sd(&v.iter().map(|r| f(r)).collect::<Vec<_>>()).0)
+        };
+        let vs = |m: f64, base: Option<f64>| match base {
+            Some(x) if x > 0.0 && m.is_finite() => format!("{:.2}", m / x),
+            _ => "-".into(),
+        };
+        if first.workload == WorkloadKind::Bulk {
             let _ = writeln!(
                 o,
-                "| {s} | {} | {m:.2} ± {sd:.2} | {lb:.2} | {:.2} | {} | {ok}/{} |",
-                rs.len(),
-                m / lb,
-                single.map_or("-".into(), |x| format!("{:.2}", m / x)),
-                rs.len()
+                "| scheme | runs | goodput (Mbit/s), mean ± sd | median of samples | 5th pct | fluid bound | bound ÷ goodput | median ÷ kibbutz | 5th pct ÷ kibbutz | transfer energy (J) | intact |"
+            );
+            let _ = writeln!(o, "|{}", " --- |".repeat(11));
+            let pooled = |v: &[&RunResult]| -> Vec<f64> {
+                v.iter()
+                    .flat_map(|r| r.throughput_mbps.iter().copied())
+                    .collect()
+            };
+            let kib = groups
+                .iter()
+                .find(|(s, _)| *s == "kibbutz")
+                .map(|(_, v)| pooled(v));
+            for (s, rs) in &groups {
+                let (m, sd) = mean_sd(&rs.iter().map(|r| r.mean_mbps).collect::<Vec<_>>());
+                let all = pooled(rs);
+                let (med, p5) = (quantile(&all, 0.5), quantile(&all, 0.05));
+                let b = rs[0].bound_mbps;
+                let e = mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>()).0;
+                let _ = writeln!(
+                    o,
+                    "| {s} | {} | {m:.2} ± {sd:.2} | {med:.2} | {p5:.2} | {b:.2} | {:.2} | {} | {} | {e:.1} | {}/{} |",
+                    rs.len(),
+                    b / m,
+                    vs(med, kib.as_ref().map(|k| quantile(k, 0.5))),
+                    vs(p5, kib.as_ref().map(|k| quantile(k, 0.05))),
+                    rs.iter().filter(|r| r.intact).count(),
+                    rs.len()
+                );
+            }
+        } else {
+            let _ = writeln!(
+                o,
+                "| scheme | runs | time (s), mean ± sd | lower bound (s) | ratio to bound | ÷ single | ÷ kibbutz | ÷ combine | transfer energy (J) | with tails (J) | intact |"
+            );
+            let _ = writeln!(o, "|{}", " --- |".repeat(11));
+            let single = mean_of("single", |r| r.seconds);
+            let kib = mean_of("kibbutz", |r| r.seconds);
+            let com = mean_of("combine", |r| r.seconds);
+            for (s, rs) in &groups {
+                let (m, sd) = mean_sd(&rs.iter().map(|r| r.seconds).collect::<Vec<_>>());
+                let (te, tesd) =
+                    mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>());
+                let e = mean_sd(&rs.iter().map(|r| r.energy_j).collect::<Vec<_>>()).0;
+                let lb = rs[0].lower_bound_s;
+                let _ = writeln!(
+                    o,
+                    "| {s} | {} | {m:.2} ± {sd:.2} | {lb:.2} | {:.2} | {} | {} | {} | {te:.2} ± {tesd:.2} | {e:.1} | {}/{} |",
+                    rs.len(),
+                    m / lb,
+                    vs(m, single),
+                    vs(m, kib),
+                    vs(m, com),
+                    rs.iter().filter(|r| r.intact).count(),
+                    rs.len()
+                );
+            }
+        }
+        let _ = writeln!(o);
+        // Energy per device.
+        let devices = device_names(results);
+        let _ = writeln!(
+            o,
+            "Transfer energy per device (J, mean over runs, final tails not included; model in docs/lab.md):\n\n| scheme | {} | total |",
+            devices.join(" | ")
+        );
+        let _ = writeln!(o, "|{}", " --- |".repeat(devices.len() + 2));
+        for (s, rs) in &groups {
+            let per = device_means(rs, &devices);
+            let _ = writeln!(
+                o,
+                "| {s} | {} | {:.1} |",
+                per.iter()
+                    .map(|j| format!("{j:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                per.iter().sum::<f64>()
             );
         }
         let _ = writeln!(o);
     }
     o
+}
+
+fn device_names(results: &[RunResult]) -> Vec<String> {
+    let mut d: Vec<String> = Vec::new();
+    for r in results {
+        for e in &r.energy {
+            if !d.contains(&e.device) {
+                d.push(e.device.clone());
+            }
+        }
+    }
+    d
+}
+
+fn device_means(rs: &[&RunResult], devices: &[String]) -> Vec<f64> {
+    devices
+        .iter()
+        .map(|d| {
+            let v: Vec<f64> = rs
+                .iter()
+                .map(|r| {
+                    r.energy
+                        .iter()
+                        .find(|e| &e.device == d)
+                        .map_or(0.0, |e| e.joules - e.tail_joules)
+                })
+                .collect();
+            mean_sd(&v).0
+        })
+        .collect()
 }
 
 /// Writes results.json, report.md and the plots into `dir`.
@@ -82,21 +221,179 @@ pub fn write(
     )?;
     let mut md = format!("# Lab report: {name}\n\n");
     md.push_str(&table(name, schemes, results));
-    md.push_str("Plots: ");
-    for s in schemes {
-        if let Some(r) = results.iter().find(|r| &r.scheme == s && r.rep == 0) {
-            let f = format!("progress-{}-{}.svg", s, r.size);
-            std::fs::write(dir.join(&f), progress_svg(r))?;
-            let _ = write!(md, "[{f}]({f}) ");
+    md.push_str("Plots:\n\n");
+    for size in sizes(results) {
+        let groups = by_scheme(schemes, results, size);
+        for (s, rs) in &groups {
+            let f = format!("progress-{s}-{size}.svg");
+            std::fs::write(dir.join(&f), progress_svg(rs[0]))?;
+            let _ = writeln!(md, "- [{f}]({f})");
         }
+        let series: Vec<(String, Vec<f64>)> = groups
+            .iter()
+            .map(|(s, rs)| {
+                (
+                    s.to_string(),
+                    rs.iter()
+                        .flat_map(|r| r.throughput_mbps.iter().copied())
+                        .collect(),
+                )
+            })
+            .collect();
+        let label = groups
+            .first()
+            .map(|g| size_label(g.1[0]))
+            .unwrap_or_default();
+        let f = format!("throughput-cdf-{size}.svg");
+        std::fs::write(
+            dir.join(&f),
+            cdf_svg(&format!("{name}: {label}, goodput per sample"), &series),
+        )?;
+        let _ = writeln!(md, "- [{f}]({f})");
+        let devices = device_names(results);
+        let bars: Vec<(String, Vec<f64>)> = groups
+            .iter()
+            .map(|(s, rs)| (s.to_string(), device_means(rs, &devices)))
+            .collect();
+        let f = format!("energy-{size}.svg");
+        std::fs::write(
+            dir.join(&f),
+            energy_svg(
+                &format!("{name}: {label}, transfer energy per device"),
+                &devices,
+                &bars,
+            ),
+        )?;
+        let _ = writeln!(md, "- [{f}]({f})");
     }
-    md.push('\n');
     std::fs::write(dir.join("report.md"), md)?;
     Ok(())
 }
 
-/// Download progress per subflow (IP bytes delivered to the primary over time), like MPBond's
-/// Figure 4.
+const COLORS: [&str; 7] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf",
+];
+
+/// Empirical CDFs of throughput samples, one line per scheme.
+pub fn cdf_svg(title: &str, series: &[(String, Vec<f64>)]) -> String {
+    let (w, h, pad) = (640.0, 360.0, 50.0);
+    let xmax = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(1.0, f64::max);
+    let mut o = svg_head(w, h, pad, title);
+    let _ = writeln!(
+        o,
+        "<text x=\"{}\" y=\"{}\">Mbit/s, 0 to {xmax:.1}</text><text x=\"5\" y=\"{}\">CDF</text>",
+        w / 2.0 - 40.0,
+        h - 15.0,
+        h / 2.0
+    );
+    for (i, (name, v)) in series.iter().enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        let mut s = v.clone();
+        s.sort_by(f64::total_cmp);
+        let n = s.len() as f64;
+        let pts: Vec<String> = s
+            .iter()
+            .enumerate()
+            .map(|(k, x)| {
+                format!(
+                    "{:.1},{:.1}",
+                    pad + x / xmax * (w - 2.0 * pad),
+                    h - pad - (k + 1) as f64 / n * (h - 2.0 * pad)
+                )
+            })
+            .collect();
+        let c = COLORS[i % COLORS.len()];
+        let _ = writeln!(
+            o,
+            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>\n<text x=\"{}\" y=\"{}\" fill=\"{c}\">{name} (median {:.1})</text>",
+            pts.join(" "),
+            pad + 10.0,
+            pad + 15.0 * i as f64,
+            quantile(v, 0.5)
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+/// Stacked bars of energy per device, one bar per scheme.
+pub fn energy_svg(title: &str, devices: &[String], bars: &[(String, Vec<f64>)]) -> String {
+    let (w, h, pad) = (640.0, 360.0, 50.0);
+    let ymax = bars
+        .iter()
+        .map(|(_, v)| v.iter().sum::<f64>())
+        .fold(0.1, f64::max);
+    let mut o = svg_head(w, h, pad, title);
+    let _ = writeln!(
+        o,
+        "<text x=\"5\" y=\"{}\">J</text><text x=\"5\" y=\"{}\">{ymax:.1}</text>",
+        h / 2.0,
+        pad + 4.0
+    );
+    let slot = (w - 2.0 * pad) / bars.len().max(1) as f64;
+    for (i, (name, v)) in bars.iter().enumerate() {
+        let x = pad + slot * i as f64 + slot * 0.15;
+        let mut y = h - pad;
+        for (d, j) in v.iter().enumerate() {
+            let bh = j / ymax * (h - 2.0 * pad);
+            y -= bh;
+            let _ = writeln!(
+                o,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"{}\"/>",
+                slot * 0.7,
+                COLORS[d % COLORS.len()]
+            );
+        }
+        let _ = writeln!(
+            o,
+            "<text x=\"{x:.1}\" y=\"{}\">{name}</text><text x=\"{x:.1}\" y=\"{:.1}\">{:.1}</text>",
+            h - pad + 15.0,
+            y - 4.0,
+            v.iter().sum::<f64>()
+        );
+    }
+    for (d, name) in devices.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{}\" y=\"{}\" fill=\"{}\">{name}</text>",
+            w - pad - 80.0,
+            pad + 15.0 * d as f64,
+            COLORS[d % COLORS.len()]
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+fn svg_head(w: f64, h: f64, pad: f64, title: &str) -> String {
+    let mut o = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{pad}\" y=\"20\">{}</text>\n",
+        xml_escape(title)
+    );
+    let _ = writeln!(
+        o,
+        "<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/><line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{}\" stroke=\"black\"/>",
+        h - pad,
+        w - pad,
+        h - pad,
+        h - pad
+    );
+    o
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Progress per subflow (IP data bytes delivered to the primary over time, or from it for an
+/// upload), like MPBond's Figure 4.
 pub fn progress_svg(r: &RunResult) -> String {
     let (w, h, pad) = (640.0, 360.0, 50.0);
     let tmax = r
@@ -106,22 +403,18 @@ pub fn progress_svg(r: &RunResult) -> String {
         .fold(r.seconds, f64::max)
         .max(0.1);
     let bmax = r.subflows.iter().map(|s| s.bytes).max().unwrap_or(1).max(1) as f64;
-    let colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"];
-    let mut o = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{pad}\" y=\"20\">{} {:.1} MB, rep {}: {:.2} s (bound {:.2} s)</text>\n",
-        r.scheme,
-        r.size as f64 / 1e6,
-        r.rep,
-        r.seconds,
-        r.lower_bound_s
-    );
-    let _ = writeln!(
-        o,
-        "<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/><line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{}\" stroke=\"black\"/>",
-        h - pad,
-        w - pad,
-        h - pad,
-        h - pad
+    let mut o = svg_head(
+        w,
+        h,
+        pad,
+        &format!(
+            "{}, {}, rep {}: {:.2} s (bound {:.2} s)",
+            r.scheme,
+            size_label(r),
+            r.rep,
+            r.seconds,
+            r.lower_bound_s
+        ),
     );
     let _ = writeln!(
         o,
@@ -136,7 +429,7 @@ pub fn progress_svg(r: &RunResult) -> String {
         if s.progress.is_empty() {
             continue;
         }
-        let c = colors[i % colors.len()];
+        let c = COLORS[i % COLORS.len()];
         let pts: Vec<String> = std::iter::once((0.0, 0u64))
             .chain(s.progress.iter().copied())
             .map(|(t, b)| {

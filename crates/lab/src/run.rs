@@ -7,14 +7,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mpbond_daemon::keys::KeyPair;
-use mpbond_sim::fluid::{lower_bound, FluidPath};
+use mpbond_sim::fluid::{lower_bound, max_delivered, FluidPath};
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::combine;
 use crate::emu::{LinkReport, PacketEvent};
+use crate::energy::{self, Radio};
 use crate::http::{self, Via};
 use crate::netns::{self, sh};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, WorkloadKind};
 use crate::scheme::Scheme;
 use crate::topo::{addr, Testbed, TopologySpec};
 
@@ -33,20 +35,20 @@ pub struct RunEnv {
     pub work: PathBuf,
 }
 
-/// When a subflow delivered its last data packet to the primary, and how much.
+/// When a subflow delivered its last data packet, and how much.
 #[derive(Clone, Debug, Serialize)]
 pub struct SubflowResult {
-    /// `ps`, or the pipe's link name (`p11` = helper 1, pipe 1).
+    /// `ps`, `ps2`, or the pipe's link name (`p11` = helper 1, pipe 1).
     pub link: String,
     /// Seconds after the request (None if it carried no data).
     pub completion_s: Option<f64>,
-    /// IP bytes delivered to the primary during the download.
+    /// IP bytes of data packets moved toward the primary (away from it for an upload).
     pub bytes: u64,
     /// (seconds, cumulative IP bytes), sampled every 50 ms.
     pub progress: Vec<(f64, u64)>,
 }
 
-/// Bytes on one link during the download.
+/// Bytes on one link during the workload.
 #[derive(Clone, Debug, Serialize)]
 pub struct LinkBytes {
     /// The link.
@@ -59,32 +61,64 @@ pub struct LinkBytes {
     pub drops: u64,
 }
 
+/// Radio energy of one device (the model is in [`crate::energy`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceEnergy {
+    /// `primary`, `helper1`, ...
+    pub device: String,
+    /// Joules, all its interfaces, the final tails included.
+    pub joules: f64,
+    /// Of which the final tails after the last packet.
+    pub tail_joules: f64,
+    /// (link, radio, joules with tail, tail joules) per interface.
+    pub interfaces: Vec<(String, Radio, f64, f64)>,
+}
+
 /// Everything one run measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunResult {
     /// The scheme.
     pub scheme: String,
-    /// File size.
+    /// What the workload did.
+    pub workload: WorkloadKind,
+    /// File size (0 for bulk).
     pub size: u64,
     /// Repetition, from 0.
     pub rep: usize,
-    /// Download time, seconds from the request to the last byte.
+    /// Seconds from the request to the last byte (bulk: the duration).
     pub seconds: f64,
-    /// Whether every byte arrived intact (SHA-256).
+    /// Payload bytes moved.
+    pub bytes: u64,
+    /// Mean goodput, Mbit/s.
+    pub mean_mbps: f64,
+    /// Whether every byte arrived intact (SHA-256 of everything, or of the bulk prefix).
     pub intact: bool,
     /// SHA-256 of what arrived.
     pub sha256: String,
-    /// The fluid lower bound for this scenario and size.
+    /// The fluid lower bound on the time (bulk: the duration).
     pub lower_bound_s: f64,
-    /// seconds / lower bound.
+    /// The fluid upper bound on the mean goodput, Mbit/s.
+    pub bound_mbps: f64,
+    /// How far from the physical limit: time / lower bound, or for bulk bound / goodput.
     pub ratio_to_bound: f64,
-    /// Per subflow into the primary.
+    /// Bulk goodput per sample interval, Mbit/s.
+    pub throughput_mbps: Vec<f64>,
+    /// Per subflow into (for uploads: out of) the primary.
     pub subflows: Vec<SubflowResult>,
     /// Per link.
     pub links: Vec<LinkBytes>,
-    /// Download progress (seconds, bytes).
+    /// Radio energy per device.
+    pub energy: Vec<DeviceEnergy>,
+    /// Their sum, joules (MPBond §6 sums over all devices), final tails included.
+    pub energy_j: f64,
+    /// The same without the final tails: the energy of the transfer itself.
+    pub transfer_energy_j: f64,
+    /// Application-level progress (seconds, bytes).
     pub progress: Vec<(f64, u64)>,
 }
+
+/// Size of the endless file a bulk download reads.
+const BULK_FILE: u64 = 1 << 40;
 
 /// Children killed on drop.
 struct Procs(Vec<Child>);
@@ -149,54 +183,79 @@ impl Drop for Server {
     }
 }
 
-/// The fluid lower bound of a scenario for `size` bytes and the scheme's device set: payload
-/// capacity of the PS-Path and of each helper path (HS then pipe), plus the request's trip.
+/// The fluid paths a scheme can use: the PS-Path, `ps2` for `mptcp-wifi-lte`, and the first
+/// `helpers` helper paths (HS then pipe for downloads, pipe then HS for uploads).
 /// `topo` must have its time 0 at the request (`Scenario::topology(Duration::ZERO)`).
-pub fn bound(topo: &TopologySpec, size: u64, helpers: usize) -> f64 {
-    let scale = |c: &mpbond_sim::link::LinkConfig| {
-        // Every constant segment scaled to its payload share.
-        let segs: Vec<_> = c.rate.segments().to_vec();
-        let mut r = mpbond_sim::rate::RateProfile::constant(0.0);
-        for (at, src) in segs {
-            let s = match src {
-                mpbond_sim::rate::Source::Constant(b) => {
-                    mpbond_sim::rate::Source::Constant(b * PAYLOAD_SHARE)
-                }
-                t => t,
-            };
-            r.change_at(at, s);
-        }
-        r
-    };
-    let ps = scale(&topo.ps.down);
-    let hs: Vec<_> = topo
+fn with_paths<T>(
+    topo: &TopologySpec,
+    scheme: Scheme,
+    upload: bool,
+    f: impl FnOnce(&[FluidPath<'_>]) -> T,
+) -> T {
+    let dir = |l: &crate::topo::LinkParams| if upload { l.up.clone() } else { l.down.clone() };
+    let ps = dir(&topo.ps);
+    let ps2 = topo.ps2.as_ref().map(dir);
+    let helpers = scheme.helpers_used(topo.helpers.len());
+    let hp: Vec<_> = topo
         .helpers
         .iter()
         .take(helpers)
-        .map(|h| scale(&h.hs.down))
-        .collect();
-    let pipes: Vec<_> = topo
-        .helpers
-        .iter()
-        .take(helpers)
-        .map(|h| scale(&h.pipes[0].down))
+        .map(|h| (dir(&h.hs), dir(&h.pipes[0])))
         .collect();
     let mut paths = vec![FluidPath {
-        wan: &ps,
-        wan_delay: topo.ps.down.delay,
+        wan: &ps.rate,
+        wan_delay: ps.delay,
         pipe: None,
     }];
-    for (i, h) in topo.helpers.iter().take(helpers).enumerate() {
+    if let (Scheme::MptcpWifiLte, Some(p2)) = (scheme, &ps2) {
         paths.push(FluidPath {
-            wan: &hs[i],
-            wan_delay: h.hs.down.delay,
-            pipe: Some((&pipes[i], h.pipes[0].down.delay)),
+            wan: &p2.rate,
+            wan_delay: p2.delay,
+            pipe: None,
         });
     }
-    lower_bound(size, &paths, Duration::from_secs(600)) + topo.ps.up.delay.as_secs_f64()
+    for (hs, pipe) in &hp {
+        let (first, second) = if upload { (pipe, hs) } else { (hs, pipe) };
+        paths.push(FluidPath {
+            wan: &first.rate,
+            wan_delay: first.delay,
+            pipe: Some((&second.rate, second.delay)),
+        });
+    }
+    f(&paths)
 }
 
-/// Runs one download.
+/// The fluid lower bound for moving `size` payload bytes with `scheme`: the paths' IP
+/// capacity carries payload at [`PAYLOAD_SHARE`], plus the request's trip to the origin.
+pub fn bound(topo: &TopologySpec, scheme: Scheme, size: u64, upload: bool) -> f64 {
+    let ip_bytes = (size as f64 / PAYLOAD_SHARE).ceil() as u64;
+    let t = with_paths(topo, scheme, upload, |p| {
+        lower_bound(ip_bytes, p, Duration::from_secs(600))
+    });
+    // A download waits for the request to reach the origin; an upload for the answer.
+    t + if upload {
+        topo.ps.down.delay.as_secs_f64()
+    } else {
+        topo.ps.up.delay.as_secs_f64()
+    }
+}
+
+/// The fluid upper bound on a bulk download's mean payload goodput over `duration`, Mbit/s.
+pub fn bound_mbps(topo: &TopologySpec, scheme: Scheme, duration: Duration) -> f64 {
+    let bytes = with_paths(topo, scheme, false, |p| max_delivered(p, duration));
+    bytes * PAYLOAD_SHARE * 8.0 / duration.as_secs_f64() / 1e6
+}
+
+/// How the client reaches the origin.
+enum Client {
+    Via(Via),
+    Combine {
+        chunk: u64,
+        helpers: Vec<SocketAddr>,
+    },
+}
+
+/// Runs one workload item: a file of `size` bytes (ignored for bulk).
 pub fn run_one(
     sc: &Scenario,
     scheme: Scheme,
@@ -204,12 +263,11 @@ pub fn run_one(
     rep: usize,
     env: &RunEnv,
 ) -> anyhow::Result<RunResult> {
+    sc.supports(scheme)?;
+    let kind = sc.workload.kind;
+    let upload = kind == WorkloadKind::Upload;
     let topo = sc.topology(WARMUP)?;
-    let helpers_used = match scheme {
-        Scheme::Single => 0,
-        Scheme::Kibbutz => 1.min(topo.helpers.len()),
-        _ => topo.helpers.len(),
-    };
+    let helpers_used = scheme.helpers_used(topo.helpers.len());
     let mut tb = Testbed::build(&topo)?;
     let work = env.work.join(format!("{}-{}-{}", scheme, size, rep));
     std::fs::create_dir_all(&work)?;
@@ -221,9 +279,9 @@ pub fn run_one(
     });
     let mut _servers = Vec::new();
     let mut _procs = Procs(Vec::new());
-    let via = match scheme {
-        Scheme::Single => Via::Direct,
-        Scheme::Kibbutz | Scheme::KibbutzN => {
+    let client = match scheme {
+        Scheme::Single => Client::Via(Via::Direct),
+        Scheme::Kibbutz | Scheme::KibbutzN | Scheme::MptcpWifiLte => {
             let relay = SocketAddr::from((addr::PS_PROXY, 8080));
             for ns in [&tb.names.primary, &tb.names.proxy] {
                 sh(&[
@@ -239,28 +297,49 @@ pub fn run_one(
                     "8",
                 ])?;
             }
+            // The extra subflows' source addresses: the tethered pipes, or the WiFi.
+            let mut endpoints: Vec<(String, String)> = Vec::new();
+            if scheme == Scheme::MptcpWifiLte {
+                let dev = tb
+                    .ps2_dev
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("the testbed has no ps2 link"))?;
+                endpoints.push((addr::PS2_PRIMARY.to_string(), dev));
+            }
             for pipes in tb.pipes.iter().take(helpers_used) {
                 for &p in pipes {
-                    let (pa, _) = addr::pipe(p);
-                    let dev = &tb.pipe_devs[p];
-                    sh(&[
-                        "ip",
-                        "-n",
-                        &tb.names.primary,
-                        "mptcp",
-                        "endpoint",
-                        "add",
-                        &pa.to_string(),
-                        "dev",
-                        dev,
-                        "subflow",
-                    ])?;
+                    endpoints.push((addr::pipe(p).0.to_string(), tb.pipe_devs[p].clone()));
                 }
+            }
+            for (ip, dev) in &endpoints {
+                sh(&[
+                    "ip",
+                    "-n",
+                    &tb.names.primary,
+                    "mptcp",
+                    "endpoint",
+                    "add",
+                    ip,
+                    "dev",
+                    dev,
+                    "subflow",
+                ])?;
             }
             _servers.push(Server::start(&tb.names.proxy, move || {
                 http::mptcp_relay(relay, origin)
             }));
-            Via::Mptcp(relay)
+            Client::Via(Via::Mptcp(relay))
+        }
+        Scheme::Combine { chunk } => {
+            let mut helpers = Vec::new();
+            for (i, pipes) in tb.pipes.iter().enumerate().take(helpers_used) {
+                let agent = SocketAddr::from((addr::pipe(pipes[0]).1, 8081));
+                _servers.push(Server::start(&tb.names.helpers[i], move || {
+                    combine::serve_helper(agent, origin)
+                }));
+                helpers.push(agent);
+            }
+            Client::Combine { chunk, helpers }
         }
         Scheme::Mpbond | Scheme::MpbondNaive => {
             let sched = if scheme == Scheme::Mpbond {
@@ -269,20 +348,33 @@ pub fn run_one(
                 "minrtt"
             };
             _procs = start_mpbond(&tb, &work, &env.exe, sched, helpers_used)?;
-            Via::Socks(SocketAddr::from(([127, 0, 0, 1], 1080)))
+            Client::Via(Via::Socks(SocketAddr::from(([127, 0, 0, 1], 1080))))
         }
     };
+    let duration = sc.bulk_duration()?;
+    let sample = sc.sample_interval()?;
     // Wait for the workload's start time.
     let emu_now = || tb.emu.as_ref().map_or(WARMUP, |e| e.now());
     while emu_now() < WARMUP {
         std::thread::sleep(Duration::from_millis(5));
     }
     let start_us = emu_now().as_micros() as u64;
-    let fetch = in_ns(&tb.names.primary, move |rt| {
+    let (fetch, samples) = in_ns(&tb.names.primary, move |rt| {
         rt.block_on(async move {
             let started = Instant::now();
+            let via = match client {
+                Client::Combine { chunk, helpers } => {
+                    let f = combine::download(origin, &helpers, size, chunk).await?;
+                    return Ok((f, Vec::new()));
+                }
+                Client::Via(v) => v,
+            };
             let mut s = http::connect(origin, &via).await?;
-            Ok(http::get(&mut s, size, None, started).await?)
+            Ok(match kind {
+                WorkloadKind::Download => (http::get(&mut s, size, None, started).await?, vec![]),
+                WorkloadKind::Upload => (http::put(&mut s, size, started).await?, vec![]),
+                WorkloadKind::Bulk => http::bulk(s, BULK_FILE, duration, sample).await?,
+            })
         })
     })
     .join()
@@ -293,8 +385,20 @@ pub fn run_one(
     drop(_servers);
     drop(_origin);
     drop(tb);
-    let lb = bound(&sc.topology(Duration::ZERO)?, size, helpers_used);
-    let subflows = subflow_results(&links, start_us);
+    let topo0 = sc.topology(Duration::ZERO)?;
+    let (lb, bmbps) = match kind {
+        WorkloadKind::Bulk => (duration.as_secs_f64(), bound_mbps(&topo0, scheme, duration)),
+        _ => {
+            let lb = bound(&topo0, scheme, size, upload);
+            (lb, size as f64 * 8.0 / lb / 1e6)
+        }
+    };
+    let mean_mbps = fetch.bytes as f64 * 8.0 / fetch.seconds / 1e6;
+    let ratio = match kind {
+        WorkloadKind::Bulk => bmbps / mean_mbps.max(1e-9),
+        _ => fetch.seconds / lb,
+    };
+    let energy = device_energy(sc, &topo, &links, start_us, helpers_used)?;
     let link_bytes = links
         .iter()
         .map(|l| LinkBytes {
@@ -306,17 +410,147 @@ pub fn run_one(
         .collect();
     Ok(RunResult {
         scheme: scheme.to_string(),
+        workload: kind,
         size,
         rep,
         seconds: fetch.seconds,
+        bytes: fetch.bytes,
+        mean_mbps,
         intact: fetch.intact,
         sha256: fetch.sha256,
         lower_bound_s: lb,
-        ratio_to_bound: fetch.seconds / lb,
-        subflows,
+        bound_mbps: bmbps,
+        ratio_to_bound: ratio,
+        throughput_mbps: if samples.is_empty() {
+            samples_from_progress(&fetch.progress, sample)
+        } else {
+            samples
+        },
+        subflows: subflow_results(&links, start_us, upload),
         links: link_bytes,
+        energy_j: energy.iter().map(|d| d.joules).sum(),
+        transfer_energy_j: energy.iter().map(|d| d.joules - d.tail_joules).sum(),
+        energy,
         progress: fetch.progress,
     })
+}
+
+/// Radio energy of the primary and of the helpers the scheme used, from the workload's start.
+/// Side `a` of every link is the primary (or, for `hs`, the helper); side `b` of a pipe is
+/// the helper.
+fn device_energy(
+    sc: &Scenario,
+    topo: &TopologySpec,
+    links: &[LinkReport],
+    start_us: u64,
+    helpers: usize,
+) -> anyhow::Result<Vec<DeviceEnergy>> {
+    let radios = sc.radios()?;
+    let radio = |name: &str| {
+        radios
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(Radio::Ethernet, |(_, r)| *r)
+    };
+    let mut devices = vec![DeviceEnergy {
+        device: "primary".into(),
+        joules: 0.0,
+        tail_joules: 0.0,
+        interfaces: Vec::new(),
+    }];
+    for k in 1..=helpers {
+        devices.push(DeviceEnergy {
+            device: format!("helper{k}"),
+            joules: 0.0,
+            tail_joules: 0.0,
+            interfaces: Vec::new(),
+        });
+    }
+    let mut add = |dev: usize, name: &str, i: energy::Interface<'_>| {
+        if let Some(d) = devices.get_mut(dev) {
+            let (transfer, tail) = energy::interface_energy(&i, start_us);
+            d.interfaces
+                .push((name.to_string(), i.radio, transfer + tail, tail));
+        }
+    };
+    for l in links {
+        let name = l.name.as_str();
+        let helper_no = |prefix: &str, suffix_len: usize| -> Option<usize> {
+            let k = name.get(prefix.len()..name.len().checked_sub(suffix_len)?)?;
+            k.parse::<usize>()
+                .ok()
+                .filter(|k| (1..=topo.helpers.len()).contains(k))
+        };
+        // The device on side a, the link, and the helper on side b (pipes only).
+        let (a_dev, params, b_dev) = match name {
+            "ps" => (0, &topo.ps, None),
+            "ps2" => match &topo.ps2 {
+                Some(p) => (0, p, None),
+                None => continue,
+            },
+            n if n.starts_with("hs") => match helper_no("hs", 0) {
+                Some(k) => (k, &topo.helpers[k - 1].hs, None),
+                None => continue,
+            },
+            // p<k><j>: helper k's pipe j (one pipe per helper in scenarios).
+            n if n.starts_with('p') => match helper_no("p", 1) {
+                Some(k) => (0, &topo.helpers[k - 1].pipes[0], Some(k)),
+                None => continue,
+            },
+            _ => continue,
+        };
+        let r = radio(name);
+        add(
+            a_dev,
+            name,
+            energy::Interface {
+                radio: r,
+                sent: &l.ab,
+                sent_delay: params.up.delay,
+                received: &l.ba,
+            },
+        );
+        if let Some(k) = b_dev {
+            add(
+                k,
+                name,
+                energy::Interface {
+                    radio: r,
+                    sent: &l.ba,
+                    sent_delay: params.down.delay,
+                    received: &l.ab,
+                },
+            );
+        }
+    }
+    for d in &mut devices {
+        d.joules = d.interfaces.iter().map(|x| x.2).sum();
+        d.tail_joules = d.interfaces.iter().map(|x| x.3).sum();
+    }
+    Ok(devices)
+}
+
+/// Goodput per `sample` interval from a cumulative progress record (seconds, bytes), from
+/// the first record to the last: the input of the throughput CDF for file workloads.
+pub fn samples_from_progress(progress: &[(f64, u64)], sample: Duration) -> Vec<f64> {
+    let (Some(first), Some(last)) = (progress.first(), progress.last()) else {
+        return Vec::new();
+    };
+    let dt = sample.as_secs_f64();
+    let n = ((last.0 - first.0) / dt).ceil() as usize;
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0;
+    let mut prev = first.1;
+    for k in 1..=n {
+        let t = first.0 + k as f64 * dt;
+        while i + 1 < progress.len() && progress[i + 1].0 <= t {
+            i += 1;
+        }
+        let now = if k == n { last.1 } else { progress[i].1 };
+        out.push(now.saturating_sub(prev) as f64 * 8.0 / dt / 1e6);
+        prev = now;
+    }
+    out
 }
 
 fn bytes_after(records: &[crate::emu::PacketRecord], start_us: u64) -> u64 {
@@ -327,14 +561,15 @@ fn bytes_after(records: &[crate::emu::PacketRecord], start_us: u64) -> u64 {
         .sum()
 }
 
-/// Data packets (over 200 bytes) delivered toward the primary on `ps` and on every pipe.
-fn subflow_results(links: &[LinkReport], start_us: u64) -> Vec<SubflowResult> {
+/// Data packets (over 200 bytes) delivered toward the primary (or, for an upload, away from
+/// it) on `ps`, `ps2` and every pipe: each subflow's share and completion.
+fn subflow_results(links: &[LinkReport], start_us: u64, upload: bool) -> Vec<SubflowResult> {
     links
         .iter()
-        .filter(|l| l.name == "ps" || l.name.starts_with('p') && l.name != "ps2")
+        .filter(|l| l.name.starts_with('p'))
         .map(|l| {
-            let data: Vec<_> = l
-                .ba
+            let dir = if upload { &l.ab } else { &l.ba };
+            let data: Vec<_> = dir
                 .records
                 .iter()
                 .filter(|r| r.event == PacketEvent::Delivered && r.t_us >= start_us && r.size > 200)
@@ -437,4 +672,26 @@ fn start_mpbond(
         .0
         .push(spawn(&tb.names.primary, "primary", "primary")?);
     Ok(procs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_cover_the_transfer_and_sum_to_its_bytes() {
+        // 1 MB over 0.25 s, recorded unevenly.
+        let p = [
+            (0.0, 0),
+            (0.05, 100_000),
+            (0.12, 400_000),
+            (0.25, 1_000_000),
+        ];
+        let s = samples_from_progress(&p, Duration::from_millis(100));
+        assert_eq!(s.len(), 3);
+        let bytes: f64 = s.iter().map(|m| m * 1e6 / 8.0 * 0.1).sum();
+        assert!((bytes - 1e6).abs() < 1.0, "{bytes}");
+        assert!((s[0] - 8.0).abs() < 1e-9, "{s:?}"); // 100 KB in the first 100 ms
+        assert!(samples_from_progress(&[], Duration::from_millis(100)).is_empty());
+    }
 }

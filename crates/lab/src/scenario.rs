@@ -9,8 +9,10 @@ use mpbond_core::units::{parse_duration, parse_rate_bps, parse_size};
 use mpbond_core::Time;
 use mpbond_sim::link::LinkConfig;
 use mpbond_sim::rate::{RateProfile, Source, Trace};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
+use crate::energy::Radio;
+use crate::scheme::Scheme;
 use crate::topo::{HelperLinks, LinkParams, TopologySpec};
 
 /// One link as written: rates per direction (`"8Mbps"`, or `"trace:PATH"`), one-way delay,
@@ -32,6 +34,10 @@ pub struct LinkDef {
     /// Random loss probability per packet, 0..1.
     #[serde(default)]
     pub loss: f64,
+    /// The radio behind it, for the energy model: `lte`, `wifi`, `bluetooth` or `ethernet`
+    /// (default: `lte` for WAN links, `wifi` for pipes and `ps2`).
+    #[serde(default)]
+    pub radio: Option<String>,
 }
 
 fn default_delay() -> String {
@@ -70,12 +76,44 @@ fn default_both() -> String {
     "both".into()
 }
 
+/// What the workload does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkloadKind {
+    /// Download a file of each size, timing it.
+    Download,
+    /// Download without end for `duration`, sampling throughput every `sample`.
+    Bulk,
+    /// Upload a file of each size to the origin, timing until it confirms the hash.
+    Upload,
+}
+
 /// The workload.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadDef {
-    /// File sizes to download, one after the other (`["4MB", "10MB"]`).
+    /// `download` (default), `bulk` or `upload`.
+    #[serde(default = "default_kind")]
+    pub kind: WorkloadKind,
+    /// File sizes, one after the other (`["4MB", "10MB"]`), for `download` and `upload`.
+    #[serde(default)]
     pub sizes: Vec<String>,
+    /// How long a `bulk` download runs (default 60 s).
+    #[serde(default = "default_duration")]
+    pub duration: String,
+    /// Throughput sampling interval of `bulk` (default 100 ms).
+    #[serde(default = "default_sample")]
+    pub sample: String,
+}
+
+fn default_kind() -> WorkloadKind {
+    WorkloadKind::Download
+}
+fn default_duration() -> String {
+    "60s".into()
+}
+fn default_sample() -> String {
+    "100ms".into()
 }
 
 /// A scenario file.
@@ -91,6 +129,9 @@ pub struct Scenario {
     pub reps: usize,
     /// The primary's WAN link.
     pub ps: LinkDef,
+    /// The primary's second WAN link (WiFi, for `mptcp-wifi-lte`), if any.
+    #[serde(default)]
+    pub ps2: Option<LinkDef>,
     /// The helpers.
     #[serde(default, rename = "helper")]
     pub helpers: Vec<HelperDef>,
@@ -126,6 +167,9 @@ impl Scenario {
             }
         };
         fix(&mut s.ps);
+        if let Some(p2) = &mut s.ps2 {
+            fix(p2);
+        }
         for h in &mut s.helpers {
             fix(&mut h.hs);
             fix(&mut h.pipe);
@@ -144,16 +188,85 @@ impl Scenario {
 
     fn check(&self) -> anyhow::Result<()> {
         for s in &self.schemes {
-            crate::scheme::Scheme::parse(s)?;
+            let scheme = crate::scheme::Scheme::parse(s)?;
+            self.supports(scheme)?;
         }
         for s in &self.workload.sizes {
             parse_size(s)?;
         }
-        if self.workload.sizes.is_empty() {
-            anyhow::bail!("workload.sizes is empty");
+        match self.workload.kind {
+            WorkloadKind::Download | WorkloadKind::Upload if self.workload.sizes.is_empty() => {
+                anyhow::bail!("workload.sizes is empty")
+            }
+            WorkloadKind::Bulk => {
+                if self.bulk_duration()? < Duration::from_secs(1) {
+                    anyhow::bail!("workload.duration must be at least 1 s");
+                }
+                let s = parse_duration(&self.workload.sample)?;
+                if s < Duration::from_millis(10) {
+                    anyhow::bail!("workload.sample must be at least 10 ms");
+                }
+            }
+            _ => {}
+        }
+        for l in self.link_defs() {
+            if let Some(r) = &l.radio {
+                Radio::parse(r)?;
+            }
         }
         self.topology(Duration::ZERO)?;
         Ok(())
+    }
+
+    /// Whether this scenario can run `scheme`, with the reason if not.
+    pub fn supports(&self, scheme: Scheme) -> anyhow::Result<()> {
+        match scheme {
+            Scheme::MptcpWifiLte if self.ps2.is_none() => {
+                anyhow::bail!("scheme mptcp-wifi-lte needs a [ps2] link (the primary's WiFi)")
+            }
+            Scheme::Kibbutz | Scheme::KibbutzN | Scheme::Combine { .. }
+                if self.helpers.is_empty() =>
+            {
+                anyhow::bail!("scheme {scheme} needs at least one [[helper]]")
+            }
+            Scheme::Combine { .. } if self.workload.kind != WorkloadKind::Download => {
+                anyhow::bail!("scheme {scheme} only downloads files (COMBINE fetches byte ranges)")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A `bulk` workload's length.
+    pub fn bulk_duration(&self) -> anyhow::Result<Duration> {
+        Ok(parse_duration(&self.workload.duration)?)
+    }
+
+    /// A `bulk` workload's sampling interval.
+    pub fn sample_interval(&self) -> anyhow::Result<Duration> {
+        Ok(parse_duration(&self.workload.sample)?)
+    }
+
+    fn link_defs(&self) -> impl Iterator<Item = &LinkDef> {
+        std::iter::once(&self.ps)
+            .chain(self.ps2.iter())
+            .chain(self.helpers.iter().flat_map(|h| [&h.hs, &h.pipe]))
+    }
+
+    /// The radio of every emulated link, by the emulator's link name (`ps`, `ps2`, `hs1`,
+    /// `p11`).
+    pub fn radios(&self) -> anyhow::Result<Vec<(String, Radio)>> {
+        let pick = |l: &LinkDef, default: Radio| -> anyhow::Result<Radio> {
+            l.radio.as_deref().map_or(Ok(default), Radio::parse)
+        };
+        let mut v = vec![("ps".to_string(), pick(&self.ps, Radio::Lte)?)];
+        if let Some(p2) = &self.ps2 {
+            v.push(("ps2".into(), pick(p2, Radio::Wifi)?));
+        }
+        for (i, h) in self.helpers.iter().enumerate() {
+            v.push((format!("hs{}", i + 1), pick(&h.hs, Radio::Lte)?));
+            v.push((format!("p{}1", i + 1), pick(&h.pipe, Radio::Wifi)?));
+        }
+        Ok(v)
     }
 
     /// Sizes in bytes.
@@ -171,6 +284,7 @@ impl Scenario {
     pub fn topology(&self, warmup: Duration) -> anyhow::Result<TopologySpec> {
         let w = Time::ZERO + warmup;
         let mut ps = params(&self.ps, w)?;
+        let mut ps2 = self.ps2.as_ref().map(|l| params(l, w)).transpose()?;
         let mut helpers = Vec::new();
         for h in &self.helpers {
             helpers.push(HelperLinks {
@@ -183,6 +297,9 @@ impl Scenario {
             let bps = parse_rate_bps(&c.rate)?;
             let target: &mut LinkParams = match c.link.as_str() {
                 "ps" => &mut ps,
+                "ps2" => ps2
+                    .as_mut()
+                    .ok_or_else(|| anyhow::anyhow!("change on ps2, but there is no [ps2]"))?,
                 l => {
                     let (kind, k) =
                         l.split_at(l.find(|ch: char| ch.is_ascii_digit()).unwrap_or(l.len()));
@@ -195,7 +312,7 @@ impl Scenario {
                     match kind {
                         "hs" => &mut h.hs,
                         "pipe" => &mut h.pipes[0],
-                        _ => anyhow::bail!("unknown link {l:?} (ps, hsK, pipeK)"),
+                        _ => anyhow::bail!("unknown link {l:?} (ps, ps2, hsK, pipeK)"),
                     }
                 }
             };
@@ -211,7 +328,7 @@ impl Scenario {
         }
         Ok(TopologySpec {
             ps,
-            ps2: None,
+            ps2,
             helpers,
             seed: self.seed,
         })

@@ -103,6 +103,8 @@ pub struct Testbed {
     pub pipes: Vec<Vec<usize>>,
     /// The primary's device of each pipe, by pipe number.
     pub pipe_devs: Vec<String>,
+    /// The primary's device on the second WAN link, if there is one.
+    pub ps2_dev: Option<String>,
     /// The running emulator.
     pub emu: Option<Emulator>,
     // Dropped last: namespaces go after the emulator has let go of the devices.
@@ -206,8 +208,9 @@ impl Testbed {
             addr::PS_PROXY,
             &spec.ps,
         )?;
+        let mut ps2_dev = None;
         if let Some(p2) = &spec.ps2 {
-            tun_link(
+            let (a, _) = tun_link(
                 "ps2",
                 &names.primary,
                 addr::PS2_PRIMARY,
@@ -215,6 +218,7 @@ impl Testbed {
                 addr::PS2_PROXY,
                 p2,
             )?;
+            ps2_dev = Some(a);
         }
         let mut pipes = Vec::new();
         let mut pnum = 0;
@@ -252,6 +256,25 @@ impl Testbed {
         // The primary: everything over its own WAN link, except traffic sourced from a pipe
         // address (kibbutz's tethered subflow), which goes to that pipe's helper.
         Namespaces::ip(&names.primary, &["route", "add", "default", "dev", &ps_a])?;
+        if let Some(dev) = &ps2_dev {
+            // The second WAN interface carries what is sourced from its address
+            // (mptcp-wifi-lte's second subflow).
+            Namespaces::ip(
+                &names.primary,
+                &["route", "add", "default", "dev", dev, "table", "99"],
+            )?;
+            Namespaces::ip(
+                &names.primary,
+                &[
+                    "rule",
+                    "add",
+                    "from",
+                    &addr::PS2_PRIMARY.to_string(),
+                    "table",
+                    "99",
+                ],
+            )?;
+        }
         for (p, dev, hs_b) in &routes {
             let (pa_ip, _) = addr::pipe(*p);
             let table = (100 + p).to_string();
@@ -288,6 +311,7 @@ impl Testbed {
             names,
             pipes,
             pipe_devs,
+            ps2_dev,
             emu: Some(emu),
             ns,
         })

@@ -37,13 +37,46 @@ pub const STEP: Duration = Duration::from_micros(100);
 /// `horizon`.
 pub fn lower_bound(size: u64, paths: &[FluidPath<'_>], horizon: Duration) -> f64 {
     let dt = STEP.as_secs_f64();
-    let steps = (horizon.as_secs_f64() / dt).ceil() as usize;
     let size = size as f64;
+    let mut prev_total = 0.0;
+    let mut found = f64::INFINITY;
+    walk(paths, horizon, |k, total| {
+        if total >= size {
+            // Interpolate inside the step.
+            let frac = if total > prev_total {
+                (size - prev_total) / (total - prev_total)
+            } else {
+                1.0
+            };
+            found = (k as f64 - 1.0 + frac).max(0.0) * dt;
+            return false;
+        }
+        prev_total = total;
+        true
+    });
+    found
+}
+
+/// The most bytes the paths can have delivered by `t`: the fluid upper bound on a bulk
+/// transfer's volume, whose ratio to `t` bounds its mean throughput.
+pub fn max_delivered(paths: &[FluidPath<'_>], t: Duration) -> f64 {
+    let mut last = 0.0;
+    walk(paths, t, |_, total| {
+        last = total;
+        true
+    });
+    last
+}
+
+/// Steps through `[0, horizon]`, telling `step` the bytes all paths have delivered by each
+/// grid point, while it returns true.
+fn walk(paths: &[FluidPath<'_>], horizon: Duration, mut step: impl FnMut(usize, f64) -> bool) {
+    let dt = STEP.as_secs_f64();
+    let steps = (horizon.as_secs_f64() / dt).ceil() as usize;
     let at = |k: usize| Time::from_secs_f64(k as f64 * dt);
     let lag = |d: Duration| (d.as_secs_f64() / dt).round() as usize;
     // Per helper path: the buffer output D at each step (in helper time).
     let mut outputs: Vec<Vec<f64>> = paths.iter().map(|_| Vec::new()).collect();
-    let mut prev_total = 0.0;
     for k in 0..=steps {
         let mut total = 0.0;
         for (j, p) in paths.iter().enumerate() {
@@ -78,18 +111,10 @@ pub fn lower_bound(size: u64, paths: &[FluidPath<'_>], horizon: Duration) -> f64
                 }
             }
         }
-        if total >= size {
-            // Interpolate inside the step.
-            let frac = if total > prev_total {
-                (size - prev_total) / (total - prev_total)
-            } else {
-                1.0
-            };
-            return (k as f64 - 1.0 + frac).max(0.0) * dt;
+        if !step(k, total) {
+            return;
         }
-        prev_total = total;
     }
-    f64::INFINITY
 }
 
 #[cfg(test)]
@@ -141,6 +166,31 @@ mod tests {
         let lb = lower_bound(1_250_000, &paths, Duration::from_secs(10));
         assert!((lb - 1.9).abs() < 1e-3, "{lb}");
         assert!(lower_bound(2_000_000, &paths, Duration::from_secs(10)).is_infinite());
+    }
+
+    #[test]
+    fn max_delivered_is_the_inverse_of_the_lower_bound() {
+        // PS 8 Mbps (10 ms) + HS 10 / pipe 5 Mbps: 13 Mbps after the delays.
+        let ps = RateProfile::constant(8e6);
+        let hs = RateProfile::constant(10e6);
+        let pipe = RateProfile::constant(5e6);
+        let paths = [
+            FluidPath {
+                wan: &ps,
+                wan_delay: ms(10),
+                pipe: None,
+            },
+            FluidPath {
+                wan: &hs,
+                wan_delay: ms(10),
+                pipe: Some((&pipe, ms(0))),
+            },
+        ];
+        let by_10s = max_delivered(&paths, Duration::from_secs(10));
+        let want = 13e6 / 8.0 * 9.99;
+        assert!((by_10s - want).abs() / want < 1e-3, "{by_10s} vs {want}");
+        let t = lower_bound(by_10s as u64, &paths, Duration::from_secs(20));
+        assert!((t - 10.0).abs() < 1e-3, "{t}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod roundrobin;
 pub mod swtc;
 
 pub use minrtt::MinRtt;
-pub use pams::{pad, Pams, PamsConfig, RecallAmount};
+pub use pams::{lookahead_bytes, pad, Pams, PamsConfig, RecallAmount, LOOKAHEAD_RTTS};
 pub use roundrobin::RoundRobin;
 pub use swtc::Swtc;
 

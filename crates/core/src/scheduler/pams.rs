@@ -50,6 +50,25 @@ pub fn pad(p: &PathView) -> f64 {
     }
 }
 
+/// Default lookahead of Algorithm 1's deferral, in RTTs of the slowest subflow
+/// ([`PamsConfig::lookahead_rtts`]).
+pub const LOOKAHEAD_RTTS: f64 = 2.0;
+
+/// Floor of the lookahead horizon, so that very short RTTs still leave the pipes a buffer.
+const MIN_LOOKAHEAD: f64 = 0.02;
+
+/// The bytes all subflows together can deliver within `rtts` round trips of the slowest one
+/// (a helper subflow's round trip includes its pipe's).
+pub fn lookahead_bytes(paths: &[PathView], rtts: f64) -> f64 {
+    let horizon = paths
+        .iter()
+        .map(|p| p.rtt + p.pipe.as_ref().map_or(0.0, |q| q.rtt))
+        .fold(0.0, f64::max)
+        * rtts;
+    let rate: f64 = paths.iter().map(|p| p.effective_throughput()).sum();
+    horizon.max(MIN_LOOKAHEAD) * rate
+}
+
 /// How many bytes a reinjection recalls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecallAmount {
@@ -80,6 +99,17 @@ pub struct PamsConfig {
     pub hold_rtts: f64,
     /// Lower bound of the hold-down time.
     pub min_hold: Duration,
+    /// Bounded lookahead for Algorithm 1's deferral, in RTTs of the slowest subflow (`None`:
+    /// the paper's unbounded form). The paper compares the bytes faster subflows could carry
+    /// first with *all* unscheduled bytes; when the sender holds a large backlog (a long
+    /// download, a stream, a bulk transfer) that comparison always says "send", so a helper
+    /// subflow is filled at its HS-Path rate while its pipe drains slower, the helper's
+    /// buffer grows to its cap, and every byte behind it waits in the primary's reorder
+    /// buffer. With a lookahead, only the bytes all subflows can deliver within this horizon
+    /// count as the backlog, which keeps each subflow's PAD within about one horizon of the
+    /// fastest one: the pipe stays busy, the helper's buffer stays small. An mpbond
+    /// refinement; for a backlog smaller than the horizon it is Algorithm 1 unchanged.
+    pub lookahead_rtts: Option<f64>,
 }
 
 impl Default for PamsConfig {
@@ -90,6 +120,7 @@ impl Default for PamsConfig {
             recall: RecallAmount::Balanced,
             hold_rtts: 1.0,
             min_hold: Duration::from_millis(10),
+            lookahead_rtts: Some(LOOKAHEAD_RTTS),
         }
     }
 }
@@ -132,7 +163,9 @@ impl Scheduler for Pams {
     /// Th[i]` more bytes before a byte sent on the target arrives, with `Th[i]` the subflow's
     /// end-to-end throughput, `min(Th_hs, Th_p)` for a helper (line 10). If the busy subflows
     /// together could carry more than what is left to send, sending on the target would only
-    /// make the transfer finish later, so the segment waits (line 12).
+    /// make the transfer finish later, so the segment waits (line 12). With a lookahead
+    /// ([`PamsConfig::lookahead_rtts`]) what is left to send counts at most what all
+    /// subflows can deliver within that horizon.
     fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
         let mut target: Option<(usize, f64)> = None;
         for (i, p) in paths.iter().enumerate() {
@@ -154,7 +187,11 @@ impl Scheduler for Pams {
             .filter(|&(d, _)| d < pad_t)
             .map(|(d, th)| (pad_t - d) * th)
             .sum();
-        if diff > ctx.untransmitted as f64 {
+        let backlog = match self.cfg.lookahead_rtts {
+            Some(r) => (ctx.untransmitted as f64).min(lookahead_bytes(paths, r)),
+            None => ctx.untransmitted as f64,
+        };
+        if diff > backlog {
             Decision::Defer
         } else {
             Decision::Send(paths[t].id)
@@ -278,7 +315,7 @@ mod tests {
         assert!(close(pad(&paths[0]), 0.075));
         assert!(close(pad(&paths[1]), 0.527));
         // Diff = (0.527 - 0.075) * 1 000 000 = 452 000 bytes.
-        let mut s = Pams::default();
+        let mut s = unbounded();
         assert_eq!(s.select(&ctx(400_000), &paths), Decision::Defer);
         assert_eq!(
             s.select(&ctx(452_001), &paths),
@@ -300,7 +337,7 @@ mod tests {
         // A busy path slower than the target does not count.
         paths.push(direct(3, 50.0, 8.0, 1_000_000, false));
         // Diff = 452 000 + (0.527 - 0.2) * 375 000 = 574 625.
-        let mut s = Pams::default();
+        let mut s = unbounded();
         assert_eq!(s.select(&ctx(574_000), &paths), Decision::Defer);
         assert_eq!(
             s.select(&ctx(575_000), &paths),
@@ -315,7 +352,7 @@ mod tests {
             helper(1, 50.0, 10.0, 0, 4.0, 5.0, 50_000, true), // 0.107
             direct(2, 10.0, 8.0, 0, false),                   // 0.005 but busy
         ];
-        let mut s = Pams::default();
+        let mut s = unbounded();
         // Busy path 2 could carry (0.107 - 0.005) * 1e6 = 102 000 bytes first.
         assert_eq!(
             s.select(&ctx(1_000_000), &paths),
@@ -330,6 +367,42 @@ mod tests {
             })
             .collect();
         assert_eq!(s.select(&ctx(1), &all_busy), Decision::Defer);
+    }
+
+    /// Algorithm 1 exactly as published: the whole backlog counts.
+    fn unbounded() -> Pams {
+        Pams::new(PamsConfig {
+            lookahead_rtts: None,
+            ..PamsConfig::default()
+        })
+    }
+
+    #[test]
+    fn lookahead_keeps_a_full_helper_buffer_from_growing_under_a_large_backlog() {
+        // The helper's buffer holds 0.5 s of pipe data (PAD 0.527 s) while PS is busy with
+        // PAD 0.075 s. The paper's rule sends on the helper whenever 452 000 bytes or more
+        // are waiting; a bulk transfer always has that much.
+        let paths = two_paths();
+        assert_eq!(
+            unbounded().select(&ctx(50_000_000), &paths),
+            Decision::Send(SubflowId(1))
+        );
+        // Lookahead: 2 RTTs of the slowest subflow (helper: 50 + 4 ms) at 1 + 0.625 MB/s
+        // = 175 500 bytes < 452 000, so the helper waits for its pipe to drain.
+        let la = lookahead_bytes(&paths, 2.0);
+        assert!(close(la, 0.108 * 1_625_000.0), "{la}");
+        let mut s = Pams::default();
+        assert_eq!(s.select(&ctx(50_000_000), &paths), Decision::Defer);
+        // Once the buffer has drained to 0.1 s (PAD 0.127 s, diff 52 000) it sends again.
+        let mut paths = paths;
+        paths[1].pipe.as_mut().unwrap().buffered = 62_500;
+        assert!(close(pad(&paths[1]), 0.127));
+        assert_eq!(
+            s.select(&ctx(50_000_000), &paths),
+            Decision::Send(SubflowId(1))
+        );
+        // A small backlog is Algorithm 1 unchanged.
+        assert_eq!(s.select(&ctx(40_000), &paths), Decision::Defer);
     }
 
     fn paper() -> Pams {

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use mpbond_lab::netns;
 use mpbond_lab::report;
 use mpbond_lab::run::{run_one, RunEnv, RunResult};
-use mpbond_lab::scenario::Scenario;
+use mpbond_lab::scenario::{Scenario, WorkloadKind};
 use mpbond_lab::scheme::Scheme;
 
 /// `mpbond lab` subcommands.
@@ -62,7 +62,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             }
             if let Some(s) = a.schemes {
                 for x in &s {
-                    Scheme::parse(x)?;
+                    sc.supports(Scheme::parse(x)?)?;
                 }
                 sc.schemes = s;
             }
@@ -100,26 +100,59 @@ fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
         work: out.join("work"),
     };
     let _ = std::fs::remove_dir_all(&env.work);
-    let sizes = sc.sizes();
+    let sizes = match sc.workload.kind {
+        WorkloadKind::Bulk => vec![0],
+        _ => sc.sizes(),
+    };
+    let what = |size: u64| match sc.workload.kind {
+        WorkloadKind::Bulk => format!("bulk {}", sc.workload.duration),
+        WorkloadKind::Download => format!("{:.1} MB", size as f64 / 1e6),
+        WorkloadKind::Upload => format!("up {:.1} MB", size as f64 / 1e6),
+    };
     let total = sc.schemes.len() * sizes.len() * sc.reps;
     let mut results = Vec::new();
     let mut n = 0;
-    eprintln!("lab: {} ({total} runs)", sc.name);
+    let began = std::time::Instant::now();
+    eprintln!(
+        "lab: {} ({total} runs), writing to {}",
+        sc.name,
+        out.display()
+    );
     // Repetitions outermost, so slow drift of a shared machine hits every scheme alike.
     for rep in 0..sc.reps {
         for &size in &sizes {
             for s in &sc.schemes {
                 n += 1;
                 let scheme = Scheme::parse(s)?;
+                let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+                if tty {
+                    eprint!(
+                        "lab: [{n}/{total}] {s:<14} {:>10} rep {rep}: running",
+                        what(size)
+                    );
+                }
                 let r = run_one(sc, scheme, size, rep, &env)
-                    .with_context(|| format!("{scheme}, {size} bytes, rep {rep}"))?;
+                    .with_context(|| format!("{scheme}, {}, rep {rep}", what(size)));
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!(" failed");
+                        return Err(e);
+                    }
+                };
+                let left = began.elapsed().as_secs_f64() / n as f64 * (total - n) as f64;
+                let headline = match sc.workload.kind {
+                    WorkloadKind::Bulk => format!("{:.2} Mbit/s", r.mean_mbps),
+                    _ => format!("{:.2} s", r.seconds),
+                };
                 eprintln!(
-                    "lab: [{n}/{total}] {:<13} {:>6.1} MB rep {rep}: {:.2} s ({:.2}x bound){}",
-                    s,
-                    size as f64 / 1e6,
-                    r.seconds,
+                    "{}lab: [{n}/{total}] {s:<14} {:>10} rep {rep}: {headline} ({:.2}x bound), {:.2} J{}   (about {:.0} s left)",
+                    if tty { "\r\x1b[2K" } else { "" },
+                    what(size),
                     r.ratio_to_bound,
-                    if r.intact { "" } else { "  NOT INTACT" }
+                    r.transfer_energy_j,
+                    if r.intact { "" } else { "  NOT INTACT" },
+                    left
                 );
                 results.push(r);
             }

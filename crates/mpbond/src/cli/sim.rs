@@ -69,6 +69,10 @@ pub struct SimArgs {
     /// Disable PAMS reinjection.
     #[arg(long)]
     no_reinject: bool,
+    /// PAMS deferral lookahead in RTTs of the slowest subflow, or `off` for the paper's
+    /// unbounded Algorithm 1.
+    #[arg(long, default_value = "2", value_name = "RTTS|off")]
+    lookahead: String,
     /// Let recalled bytes still travel from helpers instead of sending DATA_CANCEL (the
     /// paper's behaviour).
     #[arg(long)]
@@ -235,6 +239,13 @@ impl SimArgs {
                     let mut sc = Scenario::new(ps, helpers, size, sched);
                     sc.pams.eta = self.eta;
                     sc.pams.reinjection = !self.no_reinject;
+                    sc.pams.lookahead_rtts = match self.lookahead.as_str() {
+                        "off" => None,
+                        v => match v.parse::<f64>() {
+                            Ok(x) if x > 0.0 && x.is_finite() => Some(x),
+                            _ => bail!("bad --lookahead {v:?}: a positive number of RTTs or off"),
+                        },
+                    };
                     sc.cancel_recalled = !self.no_cancel;
                     sc.warm_pipes = !self.cold_pipes;
                     sc.pams.recall = match self.recall.as_str() {
