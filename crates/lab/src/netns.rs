@@ -47,27 +47,105 @@ pub fn sh(args: &[&str]) -> Result<(), NetError> {
     Ok(())
 }
 
-/// Why the lab cannot run here, if it cannot: it needs root (CAP_NET_ADMIN and
-/// CAP_SYS_ADMIN for namespaces), `ip` and `/dev/net/tun`.
-pub fn check_privileges() -> Result<(), String> {
+/// Set in the environment of the copy of `mpbond lab` that runs inside the user namespace
+/// [`prepare`] made.
+const USERNS_ENV: &str = "MPBOND_LAB_USERNS";
+
+/// What [`prepare`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Setup {
+    /// This process can build testbeds: go on.
+    Ready,
+    /// An unprivileged user: a copy of this command ran inside a user namespace and exited
+    /// with this code; exit with it.
+    Reexecuted(i32),
+}
+
+/// Makes sure the lab can build testbeds. As root (CAP_NET_ADMIN and CAP_SYS_ADMIN) it
+/// checks `ip` and `/dev/net/tun`. As an unprivileged user it re-runs the same command in a
+/// new user, network and mount namespace (`unshare --user --map-root-user --net --mount`),
+/// where it is root over everything it creates; `ip netns` then gets a private `/run`. The
+/// error says what is missing when neither works.
+pub fn prepare() -> Result<Setup, String> {
     // SAFETY: geteuid has no preconditions.
     #[allow(unsafe_code)]
     let euid = unsafe { libc::geteuid() };
+    let inside = std::env::var_os(USERNS_ENV).is_some();
     if euid != 0 {
-        return Err(
-            "mpbond lab creates network namespaces and TUN devices and needs root: \
-                    run it with sudo (or as root in a container with CAP_NET_ADMIN and \
-                    CAP_SYS_ADMIN)"
-                .into(),
-        );
+        if inside {
+            return Err("the user namespace did not map this user to root".into());
+        }
+        return reexec_in_userns();
     }
     if Command::new("ip").arg("-V").output().is_err() {
         return Err("mpbond lab needs the `ip` command (apt-get install iproute2)".into());
     }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Err("mpbond lab needs /dev/net/tun (modprobe tun)".into());
+    if inside {
+        // `ip netns add` keeps its handles under /run/netns, which an unprivileged user cannot
+        // create; this mount namespace is ours, so give it a private /run.
+        sh(&["mount", "-t", "tmpfs", "mpbond-lab", "/run"])
+            .map_err(|e| format!("cannot give the user namespace its own /run: {e}"))?;
     }
-    Ok(())
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")
+    {
+        Ok(_) => Ok(Setup::Ready),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err("mpbond lab needs /dev/net/tun (modprobe tun)".into())
+        }
+        Err(e) if inside => Err(format!(
+            "/dev/net/tun: {e}; without root the lab needs it readable and writable by your \
+             user (most distributions make it mode 0666: sudo chmod 0666 /dev/net/tun), or \
+             run it with sudo"
+        )),
+        Err(e) => Err(format!("cannot open /dev/net/tun: {e}")),
+    }
+}
+
+fn reexec_in_userns() -> Result<Setup, String> {
+    let no = |why: String| {
+        format!(
+            "mpbond lab creates network namespaces and TUN devices: run it with sudo, or as a \
+             user allowed to create user namespaces ({why})"
+        )
+    };
+    let base = [
+        "--user",
+        "--map-root-user",
+        "--net",
+        "--mount",
+        "--propagation",
+        "private",
+        "--fork",
+    ];
+    let probe = Command::new("unshare")
+        .args(base)
+        .arg("true")
+        .output()
+        .map_err(|e| {
+            no(format!(
+                "cannot run unshare: {e}; apt-get install util-linux"
+            ))
+        })?;
+    if !probe.status.success() {
+        return Err(no(format!(
+            "unshare said: {}",
+            String::from_utf8_lossy(&probe.stderr).trim()
+        )));
+    }
+    let exe = std::env::current_exe().map_err(|e| no(format!("cannot find myself: {e}")))?;
+    eprintln!("lab: not root; running in an unprivileged user namespace");
+    let status = Command::new("unshare")
+        .args(base)
+        .arg("--")
+        .arg(exe)
+        .args(std::env::args_os().skip(1))
+        .env(USERNS_ENV, "1")
+        .status()
+        .map_err(|e| no(format!("cannot run unshare: {e}")))?;
+    Ok(Setup::Reexecuted(status.code().unwrap_or(1)))
 }
 
 /// Every namespace this process created and has not deleted yet, for [`cleanup_all`].

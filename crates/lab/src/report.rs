@@ -173,8 +173,39 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
             );
         }
         let _ = writeln!(o);
+        // Bytes per device: what each device's WAN link carried toward it.
+        let _ = writeln!(
+            o,
+            "Bytes over each device's WAN link toward it (MB, mean over runs):\n\n| scheme | {} |",
+            devices.join(" | ")
+        );
+        let _ = writeln!(o, "|{}", " --- |".repeat(devices.len() + 1));
+        for (s, rs) in &groups {
+            let per: Vec<String> = devices
+                .iter()
+                .map(|d| {
+                    let v: Vec<f64> = rs.iter().map(|r| wan_bytes(r, d) as f64 / 1e6).collect();
+                    format!("{:.2}", mean_sd(&v).0)
+                })
+                .collect();
+            let _ = writeln!(o, "| {s} | {} |", per.join(" | "));
+        }
+        let _ = writeln!(o);
     }
     o
+}
+
+/// IP bytes toward `device` on its WAN links (`ps` and `ps2` for the primary, `hsK` for
+/// helper K).
+fn wan_bytes(r: &RunResult, device: &str) -> u64 {
+    r.links
+        .iter()
+        .filter(|l| match device.strip_prefix("helper") {
+            Some(k) => l.link == format!("hs{k}"),
+            None => l.link == "ps" || l.link == "ps2",
+        })
+        .map(|l| l.down)
+        .sum()
 }
 
 fn device_names(results: &[RunResult]) -> Vec<String> {

@@ -22,8 +22,16 @@ fn cfg(rate: RateProfile, delay_ms: u64, loss: f64) -> LinkConfig {
 }
 
 fn testbed(down: LinkConfig) -> Testbed {
-    if let Err(e) = netns::check_privileges() {
-        panic!("{e}");
+    // SAFETY: geteuid has no preconditions.
+    #[allow(unsafe_code)]
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(
+        root,
+        "the emulator tests need root (namespaces and TUN devices)"
+    );
+    match netns::prepare() {
+        Ok(netns::Setup::Ready) => {}
+        other => panic!("{other:?}"),
     }
     let up = cfg(RateProfile::constant(100e6), 20, 0.0);
     Testbed::build(&TopologySpec {

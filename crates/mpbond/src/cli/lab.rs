@@ -52,7 +52,10 @@ const DEMO: &str = include_str!("../../../../scenarios/demo.toml");
 
 /// Runs `mpbond lab`.
 pub fn run(cmd: LabCmd) -> Result<()> {
-    netns::check_privileges().map_err(anyhow::Error::msg)?;
+    match netns::prepare().map_err(anyhow::Error::msg)? {
+        netns::Setup::Ready => {}
+        netns::Setup::Reexecuted(code) => std::process::exit(code),
+    }
     install_cleanup()?;
     match cmd {
         LabCmd::Run(a) => {
