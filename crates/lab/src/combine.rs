@@ -28,17 +28,7 @@ pub const DEFAULT_CHUNK: u64 = 256 * 1024;
 /// The helper's agent: every connection from the primary is relayed to the origin over the
 /// helper's own WAN link (its default route), both ways, until either side closes.
 pub async fn serve_helper(listen: SocketAddr, origin: SocketAddr) -> io::Result<()> {
-    let l = TcpListener::bind(listen).await?;
-    loop {
-        let (mut c, _) = l.accept().await?;
-        tokio::spawn(async move {
-            if let Ok(mut o) = TcpStream::connect(origin).await {
-                let _ = c.set_nodelay(true);
-                let _ = o.set_nodelay(true);
-                let _ = tokio::io::copy_bidirectional(&mut c, &mut o).await;
-            }
-        });
-    }
+    http::relay(TcpListener::bind(listen).await?, origin).await
 }
 
 /// Shared state of one download.

@@ -456,12 +456,18 @@ pub async fn mptcp_relay(listen: SocketAddr, origin: SocketAddr) -> io::Result<(
     sock.bind(&listen.into())?;
     sock.listen(128)?;
     sock.set_nonblocking(true)?;
-    let l = TcpListener::from_std(sock.into())?;
+    relay(TcpListener::from_std(sock.into())?, origin).await
+}
+
+/// Relays every connection accepted on `l` to `origin` with plain TCP, both ways, until
+/// either side closes: the proxy side of kibbutz and COMBINE's helper agent.
+pub async fn relay(l: TcpListener, origin: SocketAddr) -> io::Result<()> {
     loop {
         let (mut c, _) = l.accept().await?;
         tokio::spawn(async move {
             if let Ok(mut o) = TcpStream::connect(origin).await {
                 let _ = c.set_nodelay(true);
+                let _ = o.set_nodelay(true);
                 let _ = tokio::io::copy_bidirectional(&mut c, &mut o).await;
             }
         });

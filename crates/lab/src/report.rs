@@ -54,6 +54,13 @@ fn by_scheme<'a>(
         .collect()
 }
 
+/// Every goodput sample of these runs, pooled.
+fn pooled(rs: &[&RunResult]) -> Vec<f64> {
+    rs.iter()
+        .flat_map(|r| r.throughput_mbps.iter().copied())
+        .collect()
+}
+
 fn sizes(results: &[RunResult]) -> Vec<u64> {
     let mut sizes: Vec<u64> = results.iter().map(|r| r.size).collect();
     sizes.sort_unstable();
@@ -62,11 +69,7 @@ fn sizes(results: &[RunResult]) -> Vec<u64> {
 }
 
 fn size_label(r: &RunResult) -> String {
-    match r.workload {
-        WorkloadKind::Bulk => format!("bulk download, {:.0} s", r.seconds),
-        WorkloadKind::Download => format!("download {:.1} MB", r.size as f64 / 1e6),
-        WorkloadKind::Upload => format!("upload {:.1} MB", r.size as f64 / 1e6),
-    }
+    r.workload.label(r.size, r.seconds)
 }
 
 /// The comparison tables, one block per file size (or one for a bulk run), in the order
@@ -262,14 +265,7 @@ pub fn write(
         }
         let series: Vec<(String, Vec<f64>)> = groups
             .iter()
-            .map(|(s, rs)| {
-                (
-                    s.to_string(),
-                    rs.iter()
-                        .flat_map(|r| r.throughput_mbps.iter().copied())
-                        .collect(),
-                )
-            })
+            .map(|(s, rs)| (s.to_string(), pooled(rs)))
             .collect();
         let label = groups
             .first()

@@ -88,6 +88,18 @@ pub enum WorkloadKind {
     Upload,
 }
 
+impl WorkloadKind {
+    /// What one item of the workload is, for progress lines and reports: a file of `size`
+    /// bytes, or a bulk download of `bulk_s` seconds.
+    pub fn label(self, size: u64, bulk_s: f64) -> String {
+        match self {
+            WorkloadKind::Bulk => format!("bulk download, {bulk_s:.0} s"),
+            WorkloadKind::Download => format!("download {:.1} MB", size as f64 / 1e6),
+            WorkloadKind::Upload => format!("upload {:.1} MB", size as f64 / 1e6),
+        }
+    }
+}
+
 /// The workload.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -126,24 +126,34 @@ mod tests {
         Duration::from_millis(x)
     }
 
+    /// A PS-Path and one helper path with the given one-way delays.
+    fn ps_and_helper<'a>(
+        ps: &'a RateProfile,
+        hs: &'a RateProfile,
+        pipe: &'a RateProfile,
+        delays: [u64; 3],
+    ) -> [FluidPath<'a>; 2] {
+        [
+            FluidPath {
+                wan: ps,
+                wan_delay: ms(delays[0]),
+                pipe: None,
+            },
+            FluidPath {
+                wan: hs,
+                wan_delay: ms(delays[1]),
+                pipe: Some((pipe, ms(delays[2]))),
+            },
+        ]
+    }
+
     #[test]
     fn constant_rates_match_the_closed_form() {
         // PS 8, HS 10, pipe 5 Mbps, 10 MB, all paths 25 ms + 2 ms for the pipe.
         let ps = RateProfile::constant(8e6);
         let hs = RateProfile::constant(10e6);
         let pipe = RateProfile::constant(5e6);
-        let paths = [
-            FluidPath {
-                wan: &ps,
-                wan_delay: ms(25),
-                pipe: None,
-            },
-            FluidPath {
-                wan: &hs,
-                wan_delay: ms(23),
-                pipe: Some((&pipe, ms(2))),
-            },
-        ];
+        let paths = ps_and_helper(&ps, &hs, &pipe, [25, 23, 2]);
         let lb = lower_bound(10_000_000, &paths, Duration::from_secs(100));
         let closed = 80e6 / 13e6 + 0.025;
         assert!((lb - closed).abs() < 2e-4, "{lb} vs {closed}");
@@ -174,18 +184,7 @@ mod tests {
         let ps = RateProfile::constant(8e6);
         let hs = RateProfile::constant(10e6);
         let pipe = RateProfile::constant(5e6);
-        let paths = [
-            FluidPath {
-                wan: &ps,
-                wan_delay: ms(10),
-                pipe: None,
-            },
-            FluidPath {
-                wan: &hs,
-                wan_delay: ms(10),
-                pipe: Some((&pipe, ms(0))),
-            },
-        ];
+        let paths = ps_and_helper(&ps, &hs, &pipe, [10, 10, 0]);
         let by_10s = max_delivered(&paths, Duration::from_secs(10));
         let want = 13e6 / 8.0 * 9.99;
         assert!((by_10s - want).abs() / want < 1e-3, "{by_10s} vs {want}");

@@ -24,12 +24,14 @@ pub enum LabCmd {
 /// Options of `mpbond lab run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The scenario (scenarios/*.toml).
+    /// The scenario (scenarios/*.toml; every key is in docs/lab.md): links, helpers, changes,
+    /// the workload (download, upload or bulk), schemes and repetitions.
     scenario: PathBuf,
     /// Override the scenario's repetitions.
     #[arg(long)]
     reps: Option<usize>,
-    /// Only these schemes (comma-separated).
+    /// Only these schemes (comma-separated): single, kibbutz, kibbutz-n, combine (or
+    /// combine-<chunk>, e.g. combine-64KiB), mpbond-naive, mpbond, mptcp-wifi-lte.
     #[arg(long, value_delimiter = ',')]
     schemes: Option<Vec<String>>,
     /// Output directory (default: lab-results/<scenario name>).
@@ -107,11 +109,8 @@ fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
         WorkloadKind::Bulk => vec![0],
         _ => sc.sizes(),
     };
-    let what = |size: u64| match sc.workload.kind {
-        WorkloadKind::Bulk => format!("bulk {}", sc.workload.duration),
-        WorkloadKind::Download => format!("{:.1} MB", size as f64 / 1e6),
-        WorkloadKind::Upload => format!("up {:.1} MB", size as f64 / 1e6),
-    };
+    let bulk_s = sc.bulk_duration()?.as_secs_f64();
+    let what = |size: u64| sc.workload.kind.label(size, bulk_s);
     let total = sc.schemes.len() * sizes.len() * sc.reps;
     let mut results = Vec::new();
     let mut n = 0;
@@ -130,7 +129,7 @@ fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
                 let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
                 if tty {
                     eprint!(
-                        "lab: [{n}/{total}] {s:<14} {:>10} rep {rep}: running",
+                        "lab: [{n}/{total}] {s:<14} {:>16} rep {rep}: running",
                         what(size)
                     );
                 }
@@ -149,7 +148,7 @@ fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
                     _ => format!("{:.2} s", r.seconds),
                 };
                 eprintln!(
-                    "{}lab: [{n}/{total}] {s:<14} {:>10} rep {rep}: {headline} ({:.2}x bound), {:.2} J{}   (about {:.0} s left)",
+                    "{}lab: [{n}/{total}] {s:<14} {:>16} rep {rep}: {headline} ({:.2}x bound), {:.2} J{}   (about {:.0} s left)",
                     if tty { "\r\x1b[2K" } else { "" },
                     what(size),
                     r.ratio_to_bound,
