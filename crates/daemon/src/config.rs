@@ -107,6 +107,9 @@ pub struct Tuning {
     pub connect_timeout: Dur,
     /// Disable encryption and authentication (benchmarks only; both ends must agree).
     pub insecure: bool,
+    /// PAMS deferral lookahead in RTTs of the slowest subflow; 0 is Algorithm 1 as published
+    /// (the whole backlog counts). See `PamsConfig::lookahead_rtts`.
+    pub pams_lookahead: f64,
     /// Runtime worker threads; 0 picks one per core for a process running the proxy (many
     /// independent sessions) and one otherwise (a device's few sessions run best without
     /// cross-core wakeups between their tasks; docs/performance.md).
@@ -125,6 +128,7 @@ impl Default for Tuning {
             feedback_interval: Dur(Duration::from_millis(20)),
             connect_timeout: Dur(Duration::from_secs(10)),
             insecure: false,
+            pams_lookahead: mpbond_core::scheduler::LOOKAHEAD_RTTS,
             threads: 0,
         }
     }
@@ -376,6 +380,11 @@ impl Config {
         if t.stream_buffer.0 < t.segment.0 || t.recv_window.0 < t.segment.0 {
             return Err("tuning.stream_buffer and recv_window must hold a segment".into());
         }
+        if !(t.pams_lookahead.is_finite() && t.pams_lookahead >= 0.0) {
+            return Err(
+                "tuning.pams_lookahead must be a number of RTTs >= 0 (0: the paper's rule)".into(),
+            );
+        }
         for sched in [
             self.proxy.as_ref().map(|p| &p.scheduler),
             self.primary.as_ref().map(|p| &p.scheduler),
@@ -530,6 +539,12 @@ allow = [{{ name = "friend", key = "{}" }}]
         )
         .unwrap_err();
         assert!(e.to_string().contains("bad size"), "{e}");
+        let e = Config::parse(
+            "key = \"k\"\n[tuning]\npams_lookahead = -1.0\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
+            p,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("pams_lookahead"), "{e}");
         let e = Config::parse(
             "key = \"k\"\n[control]\nlisten = \"0.0.0.0:9\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
             p,

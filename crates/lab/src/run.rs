@@ -341,13 +341,13 @@ pub fn run_one(
             }
             Client::Combine { chunk, helpers }
         }
-        Scheme::Mpbond | Scheme::MpbondNaive => {
-            let sched = if scheme == Scheme::Mpbond {
-                "pams"
-            } else {
-                "minrtt"
+        Scheme::Mpbond | Scheme::MpbondNaive | Scheme::MpbondPaper => {
+            let (sched, lookahead) = match scheme {
+                Scheme::MpbondNaive => ("minrtt", None),
+                Scheme::MpbondPaper => ("pams", Some(0.0)),
+                _ => ("pams", None),
             };
-            _procs = start_mpbond(&tb, &work, &env.exe, sched, helpers_used)?;
+            _procs = start_mpbond(&tb, &work, &env.exe, sched, lookahead, helpers_used)?;
             Client::Via(Via::Socks(SocketAddr::from(([127, 0, 0, 1], 1080))))
         }
     };
@@ -605,8 +605,13 @@ fn start_mpbond(
     work: &Path,
     exe: &Path,
     scheduler: &str,
+    pams_lookahead: Option<f64>,
     helpers: usize,
 ) -> anyhow::Result<Procs> {
+    // The same tuning on every daemon (both ends of a link should agree).
+    let tuning = pams_lookahead.map_or(String::new(), |l| {
+        format!("[tuning]\npams_lookahead = {l:?}\n")
+    });
     let proxy = KeyPair::generate();
     let phone = KeyPair::generate();
     proxy.save(&work.join("proxy.key"))?;
@@ -615,12 +620,12 @@ fn start_mpbond(
     std::fs::write(
         work.join("proxy.toml"),
         format!(
-            "key = \"proxy.key\"\nlog = \"warn\"\n[proxy]\nlisten = \"0.0.0.0:7000\"\nscheduler = \"{scheduler}\"\ndeny_origins = []\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n",
+            "key = \"proxy.key\"\nlog = \"warn\"\n{tuning}[proxy]\nlisten = \"0.0.0.0:7000\"\nscheduler = \"{scheduler}\"\ndeny_origins = []\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n",
             phone.public
         ),
     )?;
     let mut primary = format!(
-        "key = \"phone.key\"\nlog = \"warn\"\n[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{}\"\nsocks = \"127.0.0.1:1080\"\nscheduler = \"{scheduler}\"\n",
+        "key = \"phone.key\"\nlog = \"warn\"\n{tuning}[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{}\"\nsocks = \"127.0.0.1:1080\"\nscheduler = \"{scheduler}\"\n",
         proxy.public,
         addr::PS_PRIMARY
     );
@@ -644,7 +649,7 @@ fn start_mpbond(
         std::fs::write(
             work.join(format!("helper{}.toml", i + 1)),
             format!(
-                "key = \"helper{}.key\"\nlog = \"warn\"\n[helper]\nlisten = \"0.0.0.0:7100\"\nhs_bind = \"{hs_ip}\"\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n",
+                "key = \"helper{}.key\"\nlog = \"warn\"\n{tuning}[helper]\nlisten = \"0.0.0.0:7100\"\nhs_bind = \"{hs_ip}\"\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n",
                 i + 1,
                 phone.public
             ),

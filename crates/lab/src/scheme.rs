@@ -26,6 +26,9 @@ pub enum Scheme {
     MpbondNaive,
     /// mpbond with PAMS.
     Mpbond,
+    /// mpbond with PAMS exactly as published: no deferral lookahead
+    /// (`tuning.pams_lookahead = 0`).
+    MpbondPaper,
     /// Kernel MPTCP over the primary's two WAN interfaces (`ps`, LTE, and `ps2`, WiFi): the
     /// indoor comparison of MPBond §6.7. No helper.
     MptcpWifiLte,
@@ -33,7 +36,7 @@ pub enum Scheme {
 
 impl Scheme {
     /// Every scheme (COMBINE with its default chunk), in report order.
-    pub const ALL: [Scheme; 7] = [
+    pub const ALL: [Scheme; 8] = [
         Scheme::Single,
         Scheme::Kibbutz,
         Scheme::KibbutzN,
@@ -42,6 +45,7 @@ impl Scheme {
         },
         Scheme::MpbondNaive,
         Scheme::Mpbond,
+        Scheme::MpbondPaper,
         Scheme::MptcpWifiLte,
     ];
 
@@ -93,6 +97,7 @@ impl fmt::Display for Scheme {
             Scheme::Combine { chunk } => write!(f, "combine-{chunk}B"),
             Scheme::MpbondNaive => f.write_str("mpbond-naive"),
             Scheme::Mpbond => f.write_str("mpbond"),
+            Scheme::MpbondPaper => f.write_str("mpbond-paper"),
             Scheme::MptcpWifiLte => f.write_str("mptcp-wifi-lte"),
         }
     }

@@ -281,7 +281,10 @@ impl Session {
     pub fn spawn(spec: SessionSpec) -> Result<SessionHandle, String> {
         let (tx, rx) = mpsc::channel(1024);
         let t = &spec.tuning;
-        let pams = PamsConfig::default();
+        let pams = PamsConfig {
+            lookahead_rtts: (t.pams_lookahead > 0.0).then_some(t.pams_lookahead),
+            ..PamsConfig::default()
+        };
         let scheduler = by_name(&spec.scheduler, pams).map_err(|e| e.to_string())?;
         let sender = Sender::new(
             scheduler,

@@ -31,7 +31,8 @@ pub struct RunArgs {
     #[arg(long)]
     reps: Option<usize>,
     /// Only these schemes (comma-separated): single, kibbutz, kibbutz-n, combine (or
-    /// combine-<chunk>, e.g. combine-64KiB), mpbond-naive, mpbond, mptcp-wifi-lte.
+    /// combine-<chunk>, e.g. combine-64KiB), mpbond-naive, mpbond, mpbond-paper,
+    /// mptcp-wifi-lte.
     #[arg(long, value_delimiter = ',')]
     schemes: Option<Vec<String>>,
     /// Output directory (default: lab-results/<scenario name>).
