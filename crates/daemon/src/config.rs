@@ -110,6 +110,9 @@ pub struct Tuning {
     /// PAMS deferral lookahead in RTTs of the slowest subflow; 0 is Algorithm 1 as published
     /// (the whole backlog counts). See `PamsConfig::lookahead_rtts`.
     pub pams_lookahead: f64,
+    /// PAMS reinjection (MPBond §4.3.4); off only to measure what it buys (§6.2). Failed
+    /// subflows are rescued either way.
+    pub pams_reinjection: bool,
     /// Runtime worker threads; 0 picks one per core for a process running the proxy (many
     /// independent sessions) and one otherwise (a device's few sessions run best without
     /// cross-core wakeups between their tasks; docs/performance.md).
@@ -129,6 +132,7 @@ impl Default for Tuning {
             connect_timeout: Dur(Duration::from_secs(10)),
             insecure: false,
             pams_lookahead: mpbond_core::scheduler::LOOKAHEAD_RTTS,
+            pams_reinjection: true,
             threads: 0,
         }
     }
@@ -247,6 +251,20 @@ pub enum FeedbackPolicy {
     OnDemand,
 }
 
+/// What a helper reports as its buffered bytes B_p, from which PAMS derives the pipe
+/// buffering time B_p/Th_p (MPBond §4.3.2, §6.2).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferingEstimate {
+    /// The bytes in its buffer and pipe socket now: PAMS divides by the pipe's throughput.
+    Queue,
+    /// The buffering delay the last relayed frame actually saw, times the pipe throughput, so
+    /// that PAMS sees the measured delay. It is stale by construction (a frame's delay is
+    /// known only when it leaves); the paper measured it as the worse choice (3.6 s vs 4.4 s)
+    /// and mpbond keeps it only to reproduce that.
+    Measured,
+}
+
 /// `[helper]`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -265,6 +283,9 @@ pub struct HelperConfig {
     /// Feedback policy.
     #[serde(default = "default_feedback")]
     pub feedback: FeedbackPolicy,
+    /// How B_p is reported (`queue`, the default, or `measured`).
+    #[serde(default = "default_buffering")]
+    pub buffering_estimate: BufferingEstimate,
     /// Which pipe carries downlink data: `fastest`, `all`, or a pipe's name.
     #[serde(default = "default_policy")]
     pub pipe_policy: String,
@@ -333,6 +354,9 @@ fn default_helper_buffer() -> Size {
 }
 fn default_feedback() -> FeedbackPolicy {
     FeedbackPolicy::Flexible
+}
+fn default_buffering() -> BufferingEstimate {
+    BufferingEstimate::Queue
 }
 fn default_max_primaries() -> usize {
     16

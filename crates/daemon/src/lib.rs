@@ -10,6 +10,7 @@ pub mod node;
 pub mod pair;
 pub mod primary;
 pub mod proxy;
+pub mod quiet;
 pub mod record;
 pub mod session;
 pub mod status;

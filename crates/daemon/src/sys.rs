@@ -85,6 +85,8 @@ pub struct TcpInfo {
     pub app_limited: bool,
     /// Bytes acknowledged since the connection opened.
     pub bytes_acked: u64,
+    /// Bytes received since the connection opened.
+    pub bytes_received: u64,
     /// Segments sent and retransmitted.
     pub segs_out: u32,
     /// Total retransmissions.
@@ -155,6 +157,7 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
         delivery_rate: r.delivery_rate,
         app_limited: r.head[7] & 1 == 1,
         bytes_acked: r.bytes_acked,
+        bytes_received: r.bytes_received,
         segs_out: r.segs_out,
         total_retrans: r.total_retrans,
         last_ack_recv_ms: r.last_ack_recv,

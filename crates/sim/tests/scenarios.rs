@@ -63,9 +63,9 @@ fn reinjection_case(reinject: bool, lookahead: Option<f64>) -> SimResult {
     run(&sc).unwrap()
 }
 
-/// With the paper's unbounded Algorithm 1 the helper's buffer holds much of the file when
-/// the pipe slows, and reinjection is what rescues it. With the lookahead the buffer holds
-/// little, so less is stuck to begin with, and reinjection still helps.
+/// With the whole file in the sender's buffer the helper's buffer holds much of the file
+/// when the pipe slows, and reinjection is what rescues it (MPBond §6.2: 4.8 s vs 9.7 s).
+/// PAMS's lookahead bounds only open-ended streams, so here it changes nothing.
 #[test]
 fn reinjection_rescues_data_stuck_behind_a_slowed_pipe() {
     let time = |r: &SimResult| {
@@ -83,13 +83,11 @@ fn reinjection_rescues_data_stuck_behind_a_slowed_pipe() {
         time(&reinjection_case(true, Some(la))),
         time(&reinjection_case(false, Some(la))),
     );
-    assert!(c <= d, "lookahead: with {c:.2} s, without {d:.2} s");
     assert!(
-        d < 0.7 * b,
-        "lookahead alone {d:.2} s vs the paper's {b:.2} s"
+        (c - a).abs() < 1e-9 && (d - b).abs() < 1e-9,
+        "lookahead {c:.2}/{d:.2} s vs {a:.2}/{b:.2} s"
     );
-    assert!(c <= a * 1.02, "lookahead {c:.2} s vs the paper's {a:.2} s");
-    eprintln!("paper {a:.2}/{b:.2} s, lookahead {c:.2}/{d:.2} s (with/without reinjection)");
+    eprintln!("with/without reinjection: {a:.2}/{b:.2} s");
 }
 
 #[test]

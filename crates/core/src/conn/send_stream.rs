@@ -58,6 +58,9 @@ pub struct SendStream {
     inflight: BTreeMap<u64, InFlight>,
     final_size: Option<u64>,
     fin: FinState,
+    /// Whether the application source is idle with room to give more
+    /// ([`SendStream::set_source_idle`]).
+    source_idle: bool,
     chunk_ends: VecDeque<u64>,
     /// Recalled ranges waiting in `retx`, with the subflow they were recalled from: they must
     /// go to another subflow (MPBond §4.3.4 reinjects "into another subflow").
@@ -92,6 +95,7 @@ impl SendStream {
             final_size: None,
             fin: FinState::Open,
             chunk_ends: VecDeque::new(),
+            source_idle: false,
             recalled: Vec::new(),
         }
     }
@@ -111,6 +115,9 @@ impl SendStream {
         let n = (self.writable() as usize).min(data.len());
         data.truncate(n);
         self.buf.push(data);
+        if n > 0 {
+            self.source_idle = false;
+        }
         n
     }
 
@@ -176,6 +183,19 @@ impl SendStream {
             None => self.unscheduled_new(),
         };
         new + self.retx.len()
+    }
+
+    /// True when [`Self::untransmitted`] is everything left to send: the application has
+    /// closed its side (the final size is known) or a chunk end is marked.
+    pub fn untransmitted_is_final(&self) -> bool {
+        self.final_size.is_some() || !self.chunk_ends.is_empty() || self.source_idle
+    }
+
+    /// The application has nothing more to give right now although the buffer has room (an
+    /// HTTP response read to its end on a keep-alive connection): what is buffered is, as
+    /// far as anyone knows, the rest of the transfer. Cleared by the next write.
+    pub fn set_source_idle(&mut self, idle: bool) {
+        self.source_idle = idle;
     }
 
     /// True when a data segment could be scheduled now (the window permitting).

@@ -241,6 +241,15 @@ impl Sender {
         Ok(())
     }
 
+    /// The application source of `id` has nothing more right now though the buffer has room
+    /// (see [`SendStream::set_source_idle`]); PAMS then treats what is buffered as the rest
+    /// of the transfer. Unknown streams are ignored (the event may outlive the stream).
+    pub fn set_source_idle(&mut self, id: StreamId) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.set_source_idle(true);
+        }
+    }
+
     /// Marks an application chunk boundary (MPBond §4.4, footnote 5).
     pub fn mark_chunk_end(&mut self, id: StreamId, end: u64) -> Result<(), SendError> {
         let s = self
@@ -405,6 +414,7 @@ impl Sender {
             now,
             untransmitted: 0,
             segment: self.cfg.max_segment as u64,
+            finite: true,
         };
         let recall = self.scheduler.reinjection(&ctx, views)?;
         if self.recall(recall) == 0 || !self.cancels.is_empty() {
@@ -452,6 +462,7 @@ impl Sender {
                 now,
                 untransmitted: stream.untransmitted(),
                 segment: end - start,
+                finite: stream.untransmitted_is_final(),
             };
             let decision = match seg.avoid {
                 // Recalled bytes go to another subflow: decide without their source.
@@ -548,11 +559,19 @@ impl Sender {
     }
 }
 
+/// Where a bare FIN goes: an idle direct subflow if there is one (a helper's cellular radio
+/// that has finished its share is not woken for a few bytes), else the idle subflow with the
+/// smallest RTT.
 fn idle_with_min_rtt(views: &[PathView]) -> Option<usize> {
     views
         .iter()
         .enumerate()
         .filter(|(_, v)| v.idle)
-        .min_by(|a, b| a.1.rtt.total_cmp(&b.1.rtt))
+        .min_by(|a, b| {
+            let helper = |v: &PathView| v.kind == crate::path::PathKind::Helper;
+            helper(a.1)
+                .cmp(&helper(b.1))
+                .then(a.1.rtt.total_cmp(&b.1.rtt))
+        })
         .map(|(i, _)| i)
 }

@@ -449,7 +449,12 @@ fn rescue_keeps_the_subflow_but_resends_its_data() {
 fn pams_recall_emits_cancels_for_helper_and_reschedules() {
     use crate::path::PipeView;
     let mut tx = Sender::new(
-        Box::new(crate::scheduler::Pams::default()),
+        // A recall from a helper whose HS-Path is done needs a large gain
+        // (`wake_gain`); this test is about the mechanics, so any gain will do.
+        Box::new(crate::scheduler::Pams::new(crate::scheduler::PamsConfig {
+            wake_gain: std::time::Duration::ZERO,
+            ..Default::default()
+        })),
         SenderConfig {
             max_segment: 10_000,
             ..SenderConfig::default()

@@ -31,6 +31,10 @@ pub struct SchedContext {
     pub untransmitted: u64,
     /// Size of the segment about to be scheduled, bytes.
     pub segment: u64,
+    /// Whether `untransmitted` is all that is left: the stream's end (or the marked chunk's)
+    /// is already in the sender's buffer. PAMS then plans the finish over the whole rest
+    /// instead of its bounded lookahead ([`PamsConfig::lookahead_rtts`]).
+    pub finite: bool,
 }
 
 /// A scheduling decision.
@@ -142,6 +146,7 @@ pub(crate) mod testutil {
             now: Time::ZERO,
             untransmitted,
             segment: 1000,
+            finite: false,
         }
     }
 }

@@ -109,7 +109,18 @@ pub struct PamsConfig {
     /// count as the backlog, which keeps each subflow's PAD within about one horizon of the
     /// fastest one: the pipe stays busy, the helper's buffer stays small. An mpbond
     /// refinement; for a backlog smaller than the horizon it is Algorithm 1 unchanged.
+    ///
+    /// The bound holds only while the stream is open ([`SchedContext::finite`] false). Once
+    /// its end is in the sender's buffer the backlog is all that is left, and Algorithm 1
+    /// over the whole of it plans a common finish: an HS-Path faster than its pipe fills the
+    /// helper's buffer and finishes early, so the helper's cellular radio can sleep while the
+    /// pipe drains (the energy saving of the split, MPBond §6.2, Figure 5). Bounding that case
+    /// kept the HS-Path at the pipe's pace to the end and cost the helper its radio savings.
     pub lookahead_rtts: Option<f64>,
+    /// Least gain for a recall from a helper subflow whose HS-Path has nothing left to carry
+    /// (its cancel would wake the helper's idle cellular radio for a small tail). An mpbond
+    /// addition; the paper's recalls are about pipes that collapse, gains of seconds.
+    pub wake_gain: Duration,
 }
 
 impl Default for PamsConfig {
@@ -121,6 +132,7 @@ impl Default for PamsConfig {
             hold_rtts: 1.0,
             min_hold: Duration::from_millis(10),
             lookahead_rtts: Some(LOOKAHEAD_RTTS),
+            wake_gain: Duration::from_secs(1),
         }
     }
 }
@@ -188,8 +200,8 @@ impl Scheduler for Pams {
             .map(|(d, th)| (pad_t - d) * th)
             .sum();
         let backlog = match self.cfg.lookahead_rtts {
-            Some(r) => (ctx.untransmitted as f64).min(lookahead_bytes(paths, r)),
-            None => ctx.untransmitted as f64,
+            Some(r) if !ctx.finite => (ctx.untransmitted as f64).min(lookahead_bytes(paths, r)),
+            _ => ctx.untransmitted as f64,
         };
         if diff > backlog {
             Decision::Defer
@@ -201,15 +213,22 @@ impl Scheduler for Pams {
     /// Reinjection (§4.3.4): when nothing is left unscheduled and
     /// `(maxPAD - minPAD) / minPAD > eta`, recall bytes from the subflow with the largest PAD:
     /// `(maxPAD - minPAD) * B` with `B` that subflow's effective throughput ([`RecallAmount`]
-    /// says which formula). Only a subflow with unacknowledged data can be the source.
+    /// says which formula). Only a subflow with unacknowledged data can be the source, and
+    /// only a gain of more than the receiving subflow's round trip is worth a recall.
     fn reinjection(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Option<Recall> {
         if !self.cfg.reinjection || ctx.untransmitted > 0 || ctx.now < self.hold_until {
             return None;
         }
-        let (min_pad, min_th) = paths
+        let (min_pad, min_th, min_rtt) = paths
             .iter()
-            .map(|p| (pad(p), p.effective_throughput()))
-            .fold((f64::INFINITY, 0.0), |a, b| if b.0 < a.0 { b } else { a });
+            .map(|p| {
+                let rtt = p.rtt + p.pipe.as_ref().map_or(0.0, |q| q.rtt);
+                (pad(p), p.effective_throughput(), rtt)
+            })
+            .fold(
+                (f64::INFINITY, 0.0, 0.0),
+                |a, b| if b.0 < a.0 { b } else { a },
+            );
         let (src, max_pad) = paths
             .iter()
             .filter(|p| p.outstanding > 0)
@@ -222,6 +241,23 @@ impl Scheduler for Pams {
             return None;
         }
         if (max_pad - min_pad) / min_pad <= self.cfg.eta {
+            return None;
+        }
+        // A gain within one round trip of the receiving subflow is below what PAD can tell
+        // apart, and near the end of a transfer such recalls bounce small tails between
+        // subflows, waking a helper's cellular radio that had finished for a few kilobytes.
+        // (An mpbond addition to §4.3.4.)
+        if max_pad - min_pad <= min_rtt {
+            return None;
+        }
+        // A helper subflow with nothing left on its HS-Path has handed everything to the
+        // helper; recalling from it sends the cancel over that idle cellular link and wakes
+        // the radio (a second promotion and tail, MPBond §6.2's energy argument). Only a
+        // large gain is worth that.
+        if src.kind == PathKind::Helper
+            && src.queued == 0
+            && max_pad - min_pad < self.cfg.wake_gain.as_secs_f64()
+        {
             return None;
         }
         let th = src.effective_throughput();
@@ -405,11 +441,42 @@ mod tests {
         assert_eq!(s.select(&ctx(40_000), &paths), Decision::Defer);
     }
 
+    /// The amounts as published; `wake_gain` off (its own test below).
     fn paper() -> Pams {
         Pams::new(PamsConfig {
             recall: RecallAmount::Paper,
+            wake_gain: Duration::ZERO,
             ..PamsConfig::default()
         })
+    }
+
+    fn balanced() -> Pams {
+        Pams::new(PamsConfig {
+            wake_gain: Duration::ZERO,
+            ..PamsConfig::default()
+        })
+    }
+
+    #[test]
+    fn small_gains_do_not_wake_a_finished_helper_or_bounce_within_an_rtt() {
+        // The helper's HS-Path has nothing queued: a 0.45 s gain is below the 1 s wake_gain.
+        assert_eq!(Pams::default().reinjection(&ctx(0), &two_paths()), None);
+        // With data still on its HS-Path the same gap is recalled.
+        let mut paths = two_paths();
+        paths[1].queued = 1000;
+        paths[1].outstanding += 1000;
+        assert!(Pams::default().reinjection(&ctx(0), &paths).is_some());
+        // A gap above eta but within the receiving subflow's RTT: no recall.
+        // PAD0 = 0.1 (RTT 200 ms, empty), PAD1 = 0.02 + 0.12 = 0.14: 40% over, but the
+        // 40 ms gain is within path 0's 200 ms round trip.
+        let paths = vec![
+            direct(0, 200.0, 8.0, 0, true),
+            direct(1, 40.0, 8.0, 120_000, true),
+        ];
+        assert_eq!(balanced().reinjection(&ctx(0), &paths), None);
+        let mut short = paths.clone();
+        short[0].rtt = 0.03; // PAD0 = 0.015: the same recall is now worth it
+        assert!(balanced().reinjection(&ctx(0), &short).is_some());
     }
 
     #[test]
@@ -439,7 +506,7 @@ mod tests {
         // Same paths: B_max = 625 000 B/s (helper), B_min = 1 000 000 B/s (PS).
         // r = 0.452 * 625 000 * 1 000 000 / 1 625 000 = 173 846 bytes; afterwards both end at
         // 0.075 + 173 846 / 1e6 = 0.527 - 173 846 / 625 000 = 0.2488 s.
-        let mut s = Pams::default();
+        let mut s = balanced();
         assert_eq!(
             s.reinjection(&ctx(0), &two_paths()),
             Some(Recall {
@@ -456,6 +523,7 @@ mod tests {
     fn reinjection_threshold_and_cap() {
         let mut s = Pams::new(PamsConfig {
             eta: 10.0,
+            wake_gain: Duration::ZERO,
             ..PamsConfig::default()
         });
         assert_eq!(
@@ -469,7 +537,7 @@ mod tests {
             direct(0, 50.0, 8.0, 50_000, true),
             direct(1, 50.0, 8.0, 60_000, true),
         ];
-        assert_eq!(Pams::default().reinjection(&ctx(0), &paths), None);
+        assert_eq!(balanced().reinjection(&ctx(0), &paths), None);
 
         // Never more than the subflow has outstanding.
         let mut paths = two_paths();

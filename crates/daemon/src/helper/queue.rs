@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use mpbond_proto::{Frame, StreamId, DATA_OVERHEAD};
 use tokio::sync::Notify;
@@ -21,7 +22,8 @@ pub fn frame_len(f: &Frame) -> u64 {
 
 #[derive(Debug, Default)]
 struct Inner {
-    frames: VecDeque<Frame>,
+    /// Each frame with the time it arrived.
+    frames: VecDeque<(Frame, Instant)>,
     bytes: u64,
 }
 
@@ -35,6 +37,8 @@ pub struct RelayQueue {
     pub data: Notify,
     relayed: AtomicU64,
     cancelled: AtomicU64,
+    /// How long the last frame taken out had waited, microseconds.
+    last_sojourn_us: AtomicU64,
 }
 
 impl RelayQueue {
@@ -47,6 +51,7 @@ impl RelayQueue {
             data: Notify::new(),
             relayed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
+            last_sojourn_us: AtomicU64::new(0),
         }
     }
 
@@ -63,7 +68,7 @@ impl RelayQueue {
                 let mut q = self.lock();
                 if q.bytes + len <= self.cap || q.frames.is_empty() {
                     if let Some(f) = f.take() {
-                        q.frames.push_back(f);
+                        q.frames.push_back((f, Instant::now()));
                         q.bytes += len;
                     }
                     drop(q);
@@ -78,10 +83,12 @@ impl RelayQueue {
     /// Takes the oldest frame.
     pub fn pop(&self) -> Option<Frame> {
         let mut q = self.lock();
-        let f = q.frames.pop_front()?;
+        let (f, arrived) = q.frames.pop_front()?;
         let len = frame_len(&f);
         q.bytes -= len;
         drop(q);
+        self.last_sojourn_us
+            .store(arrived.elapsed().as_micros() as u64, Ordering::Relaxed);
         if let Frame::StreamData { payload, .. } = &f {
             self.relayed
                 .fetch_add(payload.len() as u64, Ordering::Relaxed);
@@ -100,6 +107,12 @@ impl RelayQueue {
         self.lock().bytes
     }
 
+    /// How long the last frame taken out had waited in the queue: the directly measured
+    /// buffering delay of MPBond §6.2, stale by the time it is known.
+    pub fn last_sojourn(&self) -> Duration {
+        Duration::from_micros(self.last_sojourn_us.load(Ordering::Relaxed))
+    }
+
     /// Payload bytes taken out so far.
     pub fn relayed(&self) -> u64 {
         self.relayed.load(Ordering::Relaxed)
@@ -116,7 +129,7 @@ impl RelayQueue {
         let mut kept = VecDeque::with_capacity(q.frames.len());
         let mut dropped = 0;
         let mut bytes = 0;
-        for f in q.frames.drain(..) {
+        for (f, arrived) in q.frames.drain(..) {
             match f {
                 Frame::StreamData {
                     stream: s,
@@ -126,26 +139,32 @@ impl RelayQueue {
                     let fend = dsn + payload.len() as u64;
                     if dsn < start {
                         let p = payload.slice(..(start - dsn) as usize);
-                        kept.push_back(Frame::StreamData {
-                            stream: s,
-                            dsn,
-                            payload: p,
-                        });
+                        kept.push_back((
+                            Frame::StreamData {
+                                stream: s,
+                                dsn,
+                                payload: p,
+                            },
+                            arrived,
+                        ));
                     }
                     if fend > end {
                         let p = payload.slice((end - dsn) as usize..);
-                        kept.push_back(Frame::StreamData {
-                            stream: s,
-                            dsn: end,
-                            payload: p,
-                        });
+                        kept.push_back((
+                            Frame::StreamData {
+                                stream: s,
+                                dsn: end,
+                                payload: p,
+                            },
+                            arrived,
+                        ));
                     }
                     dropped += fend.min(end) - dsn.max(start);
                 }
-                other => kept.push_back(other),
+                other => kept.push_back((other, arrived)),
             }
         }
-        for f in &kept {
+        for (f, _) in &kept {
             bytes += frame_len(f);
         }
         q.frames = kept;

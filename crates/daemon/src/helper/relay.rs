@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use super::queue::RelayQueue;
 use super::HelperShared;
-use crate::config::FeedbackPolicy;
+use crate::config::{BufferingEstimate, FeedbackPolicy};
 use crate::keys::PublicKey;
 use crate::link::{self, Link, LinkWriter, Security};
 use crate::status::{LinkStatus, Metrics, RelayStatus};
@@ -60,6 +60,8 @@ struct Slot {
     last_rx: Arc<AtomicU64>,
     /// The reader waits for buffer space: the peer's silence is then our doing.
     blocked: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether it carries data (the HS-Path goes quiet when idle, see [`crate::quiet`]).
+    activity: crate::quiet::Activity,
 }
 
 impl Slot {
@@ -223,6 +225,7 @@ impl Relay {
             last_sent,
             last_rx,
             blocked,
+            activity: crate::quiet::Activity::default(),
         }
     }
 
@@ -581,18 +584,29 @@ impl Relay {
             .iter()
             .map(|p| sys::outq(p.sock.as_ref()).unwrap_or(0))
             .sum();
+        let pipe_rate = carrying.iter().map(|p| p.tcp.delivery_rate).sum::<u64>();
+        let buffered = match self.shared.cfg.buffering_estimate {
+            BufferingEstimate::Queue => self.down.bytes() + pipes_outq,
+            // PAMS divides B_p by the pipe throughput: report the measured delay that way,
+            // stale as it is (the last frame out, even once the buffer has drained).
+            BufferingEstimate::Measured => {
+                (self.down.last_sojourn().as_secs_f64() * pipe_rate as f64) as u64
+            }
+        };
         let down = PipeFeedback {
             subflow: sf,
-            throughput_bps: carrying.iter().map(|p| p.tcp.delivery_rate).sum::<u64>() * 8,
+            throughput_bps: pipe_rate * 8,
             rtt_us: carrying.iter().map(|p| p.tcp.rtt_us).min().unwrap_or(0),
-            buffered: self.down.bytes() + pipes_outq,
+            buffered,
             timestamp_us: ts,
             uplink: false,
         };
+        // "When there's data transfer on the corresponding path" (MPBond §6.2): the HS-Path
+        // carried data lately. A buffer still draining into the pipe does not count: its
+        // reports can go via the primary while the helper's cellular radio sleeps.
         let hs_active = st
             .last_down
-            .is_some_and(|t| t.elapsed() < Duration::from_millis(200))
-            || self.down.bytes() > 0;
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(200));
         let up = st.hs.as_ref().map(|h| PipeFeedback {
             subflow: sf,
             throughput_bps: h.tcp.delivery_rate * 8,
@@ -634,9 +648,13 @@ impl Relay {
             let mut st = self.st();
             let st = &mut *st;
             let now_rx = sys::mono_ms();
+            let hs_id = st.hs.as_ref().map(|h| h.id);
             for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
+                let quiet = Some(s.id) == hs_id && s.activity.quiet(&s.tcp, now);
+                let (ping_every, silence) =
+                    crate::quiet::Activity::timers(quiet, PING_EVERY, stall);
                 let silent = now_rx.saturating_sub(s.last_rx.load(Ordering::Relaxed));
-                if !s.blocked.load(Ordering::Relaxed) && u128::from(silent) >= stall.as_millis() {
+                if !s.blocked.load(Ordering::Relaxed) && u128::from(silent) >= silence.as_millis() {
                     dead.push(s.id);
                     continue;
                 }
@@ -651,7 +669,7 @@ impl Relay {
                     s.unacked_since = None;
                 }
                 if now_ms.saturating_sub(s.last_sent.load(Ordering::Relaxed))
-                    >= PING_EVERY.as_millis() as u64
+                    >= ping_every.as_millis() as u64
                 {
                     s.ctrl.push(Frame::Ping { nonce: s.id });
                 }

@@ -173,6 +173,8 @@ async fn read_loop(
     session: Arc<Credit>,
     events: mpsc::Sender<Event>,
 ) {
+    // Whether the session has been told that the application has nothing more right now.
+    let mut idle = false;
     loop {
         let Some(k) = credit.take(READ_CHUNK).await else {
             return;
@@ -183,11 +185,20 @@ async fn read_loop(
         credit.give(k - k2);
         let mut buf = BytesMut::with_capacity(k2 as usize);
         let r = loop {
-            if let Err(e) = sock.readable().await {
-                break Err(e);
-            }
             match sock.try_read_buf(&mut buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Credit in hand and nothing to read: the source is idle (the scheduler
+                    // may plan the finish of what is buffered, see `SchedContext::finite`).
+                    if !idle {
+                        idle = true;
+                        if events.send(Event::AppIdle { stream }).await.is_err() {
+                            return;
+                        }
+                    }
+                    if let Err(e) = sock.readable().await {
+                        break Err(e);
+                    }
+                }
                 other => break other,
             }
         };
@@ -199,6 +210,7 @@ async fn read_loop(
                 return;
             }
             Ok(n) => {
+                idle = false;
                 let unused = k2 - n as u64;
                 credit.give(unused);
                 session.give(unused);

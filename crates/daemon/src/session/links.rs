@@ -38,6 +38,8 @@ pub(super) struct LinkState {
     pub lowat: u64,
     unacked_since: Option<Instant>,
     last_rx: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether it carries data (cellular links go quiet when idle, see [`crate::quiet`]).
+    activity: crate::quiet::Activity,
     /// Primary: the helper at the other end of this pipe.
     pub helper: Option<PublicKey>,
     gone: Option<oneshot::Sender<()>>,
@@ -153,6 +155,7 @@ impl Session {
                 lowat,
                 unacked_since: None,
                 last_rx,
+                activity: crate::quiet::Activity::default(),
                 helper,
                 gone,
             },
@@ -366,9 +369,12 @@ impl Session {
         let mut dead = Vec::new();
         let mut ping = Vec::new();
         for (&id, l) in self.links.iter_mut() {
+            // Every link here but a primary's pipes is cellular (a PS-Path or an HS-Path).
+            let quiet = l.helper.is_none() && l.activity.quiet(&l.tcp, now);
+            let (ping_every, silence) = crate::quiet::Activity::timers(quiet, PING_EVERY, stall);
             let silent =
                 now_ms.saturating_sub(l.last_rx.load(std::sync::atomic::Ordering::Relaxed));
-            if u128::from(silent) >= stall.as_millis() {
+            if u128::from(silent) >= silence.as_millis() {
                 dead.push((id, "stalled: nothing received within the stall timeout"));
                 continue;
             }
@@ -380,7 +386,7 @@ impl Session {
             } else {
                 l.unacked_since = None;
             }
-            if now - l.last_sent >= PING_EVERY && l.writer.pending() == 0 {
+            if now - l.last_sent >= ping_every && l.writer.pending() == 0 {
                 ping.push(id);
             }
         }

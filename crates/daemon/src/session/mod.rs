@@ -183,6 +183,11 @@ pub enum Event {
         /// The bytes.
         data: Bytes,
     },
+    /// The application has nothing more to read right now, with buffer room to spare.
+    AppIdle {
+        /// The stream.
+        stream: StreamId,
+    },
     /// The application closed its sending side.
     AppEof {
         /// The stream.
@@ -283,6 +288,7 @@ impl Session {
         let t = &spec.tuning;
         let pams = PamsConfig {
             lookahead_rtts: (t.pams_lookahead > 0.0).then_some(t.pams_lookahead),
+            reinjection: t.pams_reinjection,
             ..PamsConfig::default()
         };
         let scheduler = by_name(&spec.scheduler, pams).map_err(|e| e.to_string())?;
@@ -412,6 +418,7 @@ impl Session {
             Event::OriginReady { stream, result } => self.origin_ready(stream, result),
             Event::AppData { stream, data } => self.app_data(stream, data),
             Event::AppEof { stream } => self.app_eof(stream),
+            Event::AppIdle { stream } => self.sender.set_source_idle(stream),
             Event::AppFailed { stream, why } => self.app_failed(stream, &why),
             Event::AppDrained { stream } => {
                 self.readable.insert(stream);
