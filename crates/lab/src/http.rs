@@ -473,3 +473,30 @@ pub async fn relay(l: TcpListener, origin: SocketAddr) -> io::Result<()> {
         });
     }
 }
+
+/// Sequential downloads of `size` bytes with a random pause of `gap` (uniform between the
+/// two bounds) after each, until `duration` has passed (MPBond §6.6's workload: 1 MB chunks
+/// 1-5 s apart, like a video player). Returns each chunk's time and whether all were intact.
+pub async fn chunks(
+    origin: SocketAddr,
+    via: &Via,
+    size: u64,
+    gap: (Duration, Duration),
+    duration: Duration,
+    seed: u64,
+) -> io::Result<(Vec<f64>, bool, u64)> {
+    let mut rng = mpbond_sim::rng::Rng::new(seed);
+    let end = Instant::now() + duration;
+    let mut s = connect(origin, via).await?;
+    let (mut times, mut intact, mut bytes) = (Vec::new(), true, 0u64);
+    while Instant::now() < end {
+        let t0 = Instant::now();
+        let f = get(&mut s, size, None, t0).await?;
+        times.push(f.seconds);
+        intact &= f.intact;
+        bytes += f.bytes;
+        let g = gap.0.as_secs_f64() + rng.unit() * (gap.1.as_secs_f64() - gap.0.as_secs_f64());
+        tokio::time::sleep(Duration::from_secs_f64(g.max(0.0))).await;
+    }
+    Ok((times, intact, bytes))
+}

@@ -4,6 +4,7 @@
 //! delay, queue, loss, changes, in user space on TUN devices because this kernel has no
 //! netem), and the programs are real: the mpbond daemons, the kernel's MPTCP, HTTP.
 
+pub mod claim;
 pub mod combine;
 pub mod emu;
 pub mod energy;
@@ -13,5 +14,8 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod scheme;
+pub mod split;
 pub mod topo;
 pub mod tun;
+pub mod video;
+pub mod wlan;

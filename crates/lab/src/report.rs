@@ -94,7 +94,77 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
             Some(x) if x > 0.0 && m.is_finite() => format!("{:.2}", m / x),
             _ => "-".into(),
         };
-        if first.workload == WorkloadKind::Bulk {
+        if first.workload == WorkloadKind::Chunks {
+            let _ = writeln!(
+                o,
+                "| scheme | runs | chunks | primary's chunk time (s) | helper1's chunk time (s) | all (s) | transfer energy (J) | intact |"
+            );
+            let _ = writeln!(o, "|{}", " --- |".repeat(8));
+            for (s, rs) in &groups {
+                let of = |d: &str| -> Vec<f64> {
+                    rs.iter()
+                        .flat_map(|r| {
+                            r.chunk_times
+                                .iter()
+                                .filter(|(x, _)| x == d)
+                                .flat_map(|(_, t)| t.iter().copied())
+                        })
+                        .collect()
+                };
+                let (p, h) = (of("primary"), of("helper1"));
+                let ms = |v: &[f64]| {
+                    let (m, sd) = mean_sd(v);
+                    if v.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{m:.2} ± {sd:.2}")
+                    }
+                };
+                let all: Vec<f64> = p.iter().chain(h.iter()).copied().collect();
+                let e = mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>()).0;
+                let _ = writeln!(
+                    o,
+                    "| {s} | {} | {} | {} | {} | {} | {e:.1} | {}/{} |",
+                    rs.len(),
+                    all.len(),
+                    ms(&p),
+                    ms(&h),
+                    ms(&all),
+                    rs.iter().filter(|r| r.intact).count(),
+                    rs.len()
+                );
+            }
+        } else if first.workload == WorkloadKind::Video {
+            let _ = writeln!(
+                o,
+                "| scheme | runs | mean bitrate (Mbit/s) | stall ratio | stall (s) | startup (s) | switches | transfer energy (J) | intact |"
+            );
+            let _ = writeln!(o, "|{}", " --- |".repeat(9));
+            for (s, rs) in &groups {
+                let v = |f: fn(&crate::video::VideoStats) -> f64| {
+                    mean_sd(
+                        &rs.iter()
+                            .filter_map(|r| r.video.as_ref().map(f))
+                            .collect::<Vec<_>>(),
+                    )
+                };
+                let (br, brsd) = v(|x| x.mean_bitrate_mbps);
+                let (sr, srsd) = v(|x| x.stall_ratio);
+                let e = mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>()).0;
+                let _ = writeln!(
+                    o,
+                    "| {s} | {} | {br:.2} ± {brsd:.2} | {:.0}% ± {:.0} | {:.1} | {:.1} | {:.1} | {e:.1} | {}/{} |",
+                    rs.len(),
+                    sr * 100.0,
+                    srsd * 100.0,
+                    v(|x| x.stall_s).0,
+                    v(|x| x.startup_s).0,
+                    v(|x| x.switches as f64).0,
+                    rs.iter().filter(|r| r.intact).count(),
+                    rs.len()
+                );
+            }
+        } else if first.workload == WorkloadKind::Bulk {
             let _ = writeln!(
                 o,
                 "| scheme | runs | goodput (Mbit/s), mean ± sd | median of samples | 5th pct | fluid bound | bound ÷ goodput | median ÷ kibbutz | 5th pct ÷ kibbutz | transfer energy (J) | intact |"
@@ -241,7 +311,32 @@ fn device_means(rs: &[&RunResult], devices: &[String]) -> Vec<f64> {
         .collect()
 }
 
-/// Writes results.json, report.md and the plots into `dir`.
+/// The variants in `results`, in the order they ran (one `None` without variants).
+pub fn variants(results: &[RunResult]) -> Vec<Option<String>> {
+    let mut v: Vec<Option<String>> = Vec::new();
+    for r in results {
+        if !v.contains(&r.variant) {
+            v.push(r.variant.clone());
+        }
+    }
+    v
+}
+
+/// The tables of every variant, each under its own heading.
+pub fn tables(name: &str, schemes: &[String], results: &[RunResult]) -> String {
+    let mut o = String::new();
+    for v in variants(results) {
+        let rs: Vec<RunResult> = results.iter().filter(|r| r.variant == v).cloned().collect();
+        let title = match &v {
+            Some(v) => format!("{name}: {v}"),
+            None => name.to_string(),
+        };
+        o.push_str(&table(&title, schemes, &rs));
+    }
+    o
+}
+
+/// Writes results.json, report.md and the plots into `dir` (a table and plots per variant).
 pub fn write(
     dir: &Path,
     name: &str,
@@ -254,12 +349,32 @@ pub fn write(
         serde_json::to_string_pretty(results)?,
     )?;
     let mut md = format!("# Lab report: {name}\n\n");
+    for (i, v) in variants(results).into_iter().enumerate() {
+        let rs: Vec<RunResult> = results.iter().filter(|r| r.variant == v).cloned().collect();
+        let (title, prefix) = match &v {
+            Some(v) => (format!("{name}: {v}"), format!("v{}-", i + 1)),
+            None => (name.to_string(), String::new()),
+        };
+        write_group(dir, &mut md, &title, &prefix, schemes, &rs)?;
+    }
+    std::fs::write(dir.join("report.md"), md)?;
+    Ok(())
+}
+
+fn write_group(
+    dir: &Path,
+    md: &mut String,
+    name: &str,
+    prefix: &str,
+    schemes: &[String],
+    results: &[RunResult],
+) -> anyhow::Result<()> {
     md.push_str(&table(name, schemes, results));
     md.push_str("Plots:\n\n");
     for size in sizes(results) {
         let groups = by_scheme(schemes, results, size);
         for (s, rs) in &groups {
-            let f = format!("progress-{s}-{size}.svg");
+            let f = format!("{prefix}progress-{s}-{size}.svg");
             std::fs::write(dir.join(&f), progress_svg(rs[0]))?;
             let _ = writeln!(md, "- [{f}]({f})");
         }
@@ -271,7 +386,7 @@ pub fn write(
             .first()
             .map(|g| size_label(g.1[0]))
             .unwrap_or_default();
-        let f = format!("throughput-cdf-{size}.svg");
+        let f = format!("{prefix}throughput-cdf-{size}.svg");
         std::fs::write(
             dir.join(&f),
             cdf_svg(&format!("{name}: {label}, goodput per sample"), &series),
@@ -282,7 +397,7 @@ pub fn write(
             .iter()
             .map(|(s, rs)| (s.to_string(), device_means(rs, &devices)))
             .collect();
-        let f = format!("energy-{size}.svg");
+        let f = format!("{prefix}energy-{size}.svg");
         std::fs::write(
             dir.join(&f),
             energy_svg(
@@ -293,7 +408,7 @@ pub fn write(
         )?;
         let _ = writeln!(md, "- [{f}]({f})");
     }
-    std::fs::write(dir.join("report.md"), md)?;
+    md.push('\n');
     Ok(())
 }
 

@@ -11,14 +11,14 @@ use mpbond_sim::fluid::{lower_bound, max_delivered, FluidPath};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::combine;
 use crate::emu::{LinkReport, PacketEvent};
 use crate::energy::{self, Radio};
 use crate::http::{self, Via};
 use crate::netns::{self, sh};
 use crate::scenario::{Scenario, WorkloadKind};
-use crate::scheme::Scheme;
+use crate::scheme::{Kind, MpbondVariant, Scheme};
 use crate::topo::{addr, Testbed, TopologySpec};
+use crate::{combine, split};
 
 /// Emulator time at which the workload starts: the scheme's programs have connected by then.
 pub const WARMUP: Duration = Duration::from_millis(2500);
@@ -115,6 +115,12 @@ pub struct RunResult {
     pub transfer_energy_j: f64,
     /// Application-level progress (seconds, bytes).
     pub progress: Vec<(f64, u64)>,
+    /// The variant of the scenario (`[[variant]]`, `[sweep]`), if any.
+    pub variant: Option<String>,
+    /// What the video player saw (`video` workloads).
+    pub video: Option<crate::video::VideoStats>,
+    /// `chunks` workloads: each device's chunk times, s.
+    pub chunk_times: Vec<(String, Vec<f64>)>,
 }
 
 /// Size of the endless file a bulk download reads.
@@ -207,7 +213,7 @@ fn with_paths<T>(
         wan_delay: ps.delay,
         pipe: None,
     }];
-    if let (Scheme::MptcpWifiLte, Some(p2)) = (scheme, &ps2) {
+    if let (Kind::MptcpWifiLte, Some(p2)) = (scheme.kind, &ps2) {
         paths.push(FluidPath {
             wan: &p2.rate,
             wan_delay: p2.delay,
@@ -253,6 +259,11 @@ enum Client {
         chunk: u64,
         helpers: Vec<SocketAddr>,
     },
+    /// Fixed split: the first `ps_bytes` over the PS-Path, the rest from `tether`.
+    Split {
+        ps_percent: u8,
+        tether: std::net::IpAddr,
+    },
 }
 
 /// Runs one workload item: a file of `size` bytes (ignored for bulk).
@@ -279,9 +290,20 @@ pub fn run_one(
     });
     let mut _servers = Vec::new();
     let mut _procs = Procs(Vec::new());
-    let client = match scheme {
-        Scheme::Single => Client::Via(Via::Direct),
-        Scheme::Kibbutz | Scheme::KibbutzN | Scheme::MptcpWifiLte => {
+    let client = match scheme.kind {
+        Kind::Single => Client::Via(Via::Direct),
+        Kind::KibbutzSplit { ps_percent } => {
+            let p = tb
+                .pipes
+                .first()
+                .and_then(|p| p.first())
+                .ok_or_else(|| anyhow::anyhow!("{scheme} needs a helper"))?;
+            Client::Split {
+                ps_percent,
+                tether: addr::pipe(*p).0.into(),
+            }
+        }
+        Kind::Kibbutz | Kind::KibbutzN | Kind::MptcpWifiLte => {
             let relay = SocketAddr::from((addr::PS_PROXY, 8080));
             for ns in [&tb.names.primary, &tb.names.proxy] {
                 sh(&[
@@ -299,7 +321,7 @@ pub fn run_one(
             }
             // The extra subflows' source addresses: the tethered pipes, or the WiFi.
             let mut endpoints: Vec<(String, String)> = Vec::new();
-            if scheme == Scheme::MptcpWifiLte {
+            if scheme.kind == Kind::MptcpWifiLte {
                 let dev = tb
                     .ps2_dev
                     .clone()
@@ -330,7 +352,7 @@ pub fn run_one(
             }));
             Client::Via(Via::Mptcp(relay))
         }
-        Scheme::Combine { chunk } => {
+        Kind::Combine { chunk } => {
             let mut helpers = Vec::new();
             for (i, pipes) in tb.pipes.iter().enumerate().take(helpers_used) {
                 let agent = SocketAddr::from((addr::pipe(pipes[0]).1, 8081));
@@ -341,44 +363,104 @@ pub fn run_one(
             }
             Client::Combine { chunk, helpers }
         }
-        Scheme::Mpbond | Scheme::MpbondNaive | Scheme::MpbondPaper => {
-            let (sched, lookahead) = match scheme {
-                Scheme::MpbondNaive => ("minrtt", None),
-                Scheme::MpbondPaper => ("pams", Some(0.0)),
-                _ => ("pams", None),
-            };
-            _procs = start_mpbond(&tb, &work, &env.exe, sched, lookahead, helpers_used)?;
+        Kind::Mpbond(_) if sc.dual => {
+            _procs = start_mpbond_dual(&tb, &work, &env.exe)?;
+            Client::Via(Via::Socks(SocketAddr::from(([127, 0, 0, 1], 1080))))
+        }
+        Kind::Mpbond(variant) => {
+            _procs = start_mpbond(&tb, &work, &env.exe, variant, helpers_used)?;
             Client::Via(Via::Socks(SocketAddr::from(([127, 0, 0, 1], 1080))))
         }
     };
     let duration = sc.bulk_duration()?;
     let sample = sc.sample_interval()?;
+    let player = match kind {
+        WorkloadKind::Video => Some(sc.player()?),
+        _ => None,
+    };
     // Wait for the workload's start time.
     let emu_now = || tb.emu.as_ref().map_or(WARMUP, |e| e.now());
     while emu_now() < WARMUP {
         std::thread::sleep(Duration::from_millis(5));
     }
     let start_us = emu_now().as_micros() as u64;
-    let (fetch, samples) = in_ns(&tb.names.primary, move |rt| {
-        rt.block_on(async move {
-            let started = Instant::now();
-            let via = match client {
-                Client::Combine { chunk, helpers } => {
-                    let f = combine::download(origin, &helpers, size, chunk).await?;
-                    return Ok((f, Vec::new()));
-                }
-                Client::Via(v) => v,
-            };
-            let mut s = http::connect(origin, &via).await?;
-            Ok(match kind {
-                WorkloadKind::Download => (http::get(&mut s, size, None, started).await?, vec![]),
-                WorkloadKind::Upload => (http::put(&mut s, size, started).await?, vec![]),
-                WorkloadKind::Bulk => http::bulk(s, BULK_FILE, duration, sample).await?,
+    let mut chunk_times = Vec::new();
+    let (fetch, samples, video) = if kind == WorkloadKind::Chunks {
+        let Client::Via(via) = client else {
+            anyhow::bail!("{scheme} cannot run a chunks workload");
+        };
+        let gap = sc.gap()?;
+        let mut devices = vec![("primary".to_string(), tb.names.primary.clone())];
+        if sc.dual {
+            devices.push(("helper1".into(), tb.names.helpers[0].clone()));
+        }
+        let threads: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(i, (_, ns))| {
+                let via = via.clone();
+                let seed = sc.seed.wrapping_add(rep as u64 * 97 + i as u64 + 1);
+                in_ns(ns, move |rt| {
+                    rt.block_on(http::chunks(origin, &via, size, gap, duration, seed))
+                        .map_err(anyhow::Error::from)
+                })
+            })
+            .collect();
+        let (mut intact, mut bytes, mut all) = (true, 0, Vec::new());
+        for ((device, _), t) in devices.into_iter().zip(threads) {
+            let (times, ok, b) = t
+                .join()
+                .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+            intact &= ok && !times.is_empty();
+            bytes += b;
+            all.extend(times.iter().copied());
+            chunk_times.push((device, times));
+        }
+        let mean = all.iter().sum::<f64>() / all.len().max(1) as f64;
+        let fetch = http::Fetch {
+            bytes,
+            seconds: mean,
+            intact,
+            sha256: String::new(),
+            progress: Vec::new(),
+        };
+        (fetch, Vec::new(), None)
+    } else {
+        in_ns(&tb.names.primary, move |rt| {
+            rt.block_on(async move {
+                let started = Instant::now();
+                let via = match client {
+                    Client::Combine { chunk, helpers } => {
+                        let f = combine::download(origin, &helpers, size, chunk).await?;
+                        return Ok((f, Vec::new(), None));
+                    }
+                    Client::Split { ps_percent, tether } => {
+                        let ps_bytes = size * u64::from(ps_percent) / 100;
+                        let f = split::download(origin, size, ps_bytes, tether).await?;
+                        return Ok((f, Vec::new(), None));
+                    }
+                    Client::Via(v) => v,
+                };
+                let mut s = http::connect(origin, &via).await?;
+                Ok(match (kind, player) {
+                    (WorkloadKind::Video, Some(p)) => {
+                        let (f, v) = p.play(s).await?;
+                        (f, vec![], Some(v))
+                    }
+                    (WorkloadKind::Upload, _) => {
+                        (http::put(&mut s, size, started).await?, vec![], None)
+                    }
+                    (WorkloadKind::Bulk, _) => {
+                        let (f, samples) = http::bulk(s, BULK_FILE, duration, sample).await?;
+                        (f, samples, None)
+                    }
+                    _ => (http::get(&mut s, size, None, started).await?, vec![], None),
+                })
             })
         })
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
+        .join()
+        .map_err(|_| anyhow::anyhow!("the client thread panicked"))??
+    };
     std::thread::sleep(Duration::from_millis(50));
     let links = tb.emu.take().map(|e| e.stop()).unwrap_or_default();
     drop(_procs);
@@ -387,7 +469,9 @@ pub fn run_one(
     drop(tb);
     let topo0 = sc.topology(Duration::ZERO)?;
     let (lb, bmbps) = match kind {
-        WorkloadKind::Bulk => (duration.as_secs_f64(), bound_mbps(&topo0, scheme, duration)),
+        WorkloadKind::Bulk | WorkloadKind::Video => {
+            (duration.as_secs_f64(), bound_mbps(&topo0, scheme, duration))
+        }
         _ => {
             let lb = bound(&topo0, scheme, size, upload);
             (lb, size as f64 * 8.0 / lb / 1e6)
@@ -395,10 +479,12 @@ pub fn run_one(
     };
     let mean_mbps = fetch.bytes as f64 * 8.0 / fetch.seconds / 1e6;
     let ratio = match kind {
-        WorkloadKind::Bulk => bmbps / mean_mbps.max(1e-9),
+        WorkloadKind::Bulk | WorkloadKind::Video => bmbps / mean_mbps.max(1e-9),
         _ => fetch.seconds / lb,
     };
-    let energy = device_energy(sc, &topo, &links, start_us, helpers_used)?;
+    // In dual mode both devices run the workload, whatever the scheme.
+    let energy_devices = if sc.dual { 1 } else { helpers_used };
+    let energy = device_energy(sc, &topo, &links, start_us, energy_devices)?;
     let link_bytes = links
         .iter()
         .map(|l| LinkBytes {
@@ -432,6 +518,9 @@ pub fn run_one(
         transfer_energy_j: energy.iter().map(|d| d.joules - d.tail_joules).sum(),
         energy,
         progress: fetch.progress,
+        variant: None,
+        video,
+        chunk_times,
     })
 }
 
@@ -562,11 +651,13 @@ fn bytes_after(records: &[crate::emu::PacketRecord], start_us: u64) -> u64 {
 }
 
 /// Data packets (over 200 bytes) delivered toward the primary (or, for an upload, away from
-/// it) on `ps`, `ps2` and every pipe: each subflow's share and completion.
+/// it) on `ps`, `ps2`, every pipe, and every HS-Path (toward its helper): each subflow's
+/// share and completion, and when each helper's cellular link finished (MPBond Figure 4
+/// plots all three).
 fn subflow_results(links: &[LinkReport], start_us: u64, upload: bool) -> Vec<SubflowResult> {
     links
         .iter()
-        .filter(|l| l.name.starts_with('p'))
+        .filter(|l| l.name.starts_with('p') || l.name.starts_with("hs"))
         .map(|l| {
             let dir = if upload { &l.ab } else { &l.ba };
             let data: Vec<_> = dir
@@ -599,19 +690,104 @@ fn subflow_results(links: &[LinkReport], start_us: u64, upload: bool) -> Vec<Sub
         .collect()
 }
 
+/// Dual mode (MPBond §6.6): the primary and helper 1 each run a primary and a helper in one
+/// process (`mpbond run`), each the other's helper over their pipe; the proxy serves both.
+fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Procs> {
+    let proxy = KeyPair::generate();
+    let a = KeyPair::generate();
+    let b = KeyPair::generate();
+    proxy.save(&work.join("proxy.key"))?;
+    a.save(&work.join("a.key"))?;
+    b.save(&work.join("b.key"))?;
+    let pipe = *tb
+        .pipes
+        .first()
+        .and_then(|p| p.first())
+        .ok_or_else(|| anyhow::anyhow!("dual mode needs a pipe"))?;
+    let (pa, pb) = addr::pipe(pipe);
+    let (hs_ip, _) = addr::hs(0);
+    let proxy_addr = SocketAddr::from((addr::PS_PROXY, 7000));
+    std::fs::write(
+        work.join("proxy.toml"),
+        format!(
+            "key = \"proxy.key\"\nlog = \"warn\"\n[proxy]\nlisten = \"0.0.0.0:7000\"\ndeny_origins = []\nallow = [{{ name = \"a\", key = \"{}\" }}, {{ name = \"b\", key = \"{}\" }}]\n",
+            a.public, b.public
+        ),
+    )?;
+    // One device: its WAN address, its pipe address, the other's pipe address and key.
+    let device = |key: &str,
+                  wan: std::net::IpAddr,
+                  me: std::net::IpAddr,
+                  other: std::net::IpAddr,
+                  other_key: &str| {
+        format!(
+            "key = \"{key}.key\"\nlog = \"warn\"\n[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{wan}\"\nsocks = \"127.0.0.1:1080\"\n[[primary.helper]]\nname = \"peer\"\nkey = \"{other_key}\"\n[[primary.helper.pipe]]\nname = \"pipe\"\naddr = \"{other}:7100\"\nbind = \"{me}\"\n[helper]\nlisten = \"{me}:7100\"\nhs_bind = \"{wan}\"\nallow = [{{ name = \"peer\", key = \"{other_key}\" }}]\n",
+            proxy.public
+        )
+    };
+    std::fs::write(
+        work.join("a.toml"),
+        device(
+            "a",
+            addr::PS_PRIMARY.into(),
+            pa.into(),
+            pb.into(),
+            &b.public.to_string(),
+        ),
+    )?;
+    std::fs::write(
+        work.join("b.toml"),
+        device(
+            "b",
+            hs_ip.into(),
+            pb.into(),
+            pa.into(),
+            &a.public.to_string(),
+        ),
+    )?;
+    let mut procs = Procs(Vec::new());
+    let spawn = |ns: &str, role: &str, cfg: &str| -> anyhow::Result<Child> {
+        let log = std::fs::File::create(work.join(format!("{cfg}.log")))?;
+        Ok(Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(exe)
+            .args([role, "-c"])
+            .arg(work.join(format!("{cfg}.toml")))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?)
+    };
+    procs.0.push(spawn(&tb.names.proxy, "proxy", "proxy")?);
+    procs.0.push(spawn(&tb.names.primary, "run", "a")?);
+    procs.0.push(spawn(&tb.names.helpers[0], "run", "b")?);
+    Ok(procs)
+}
+
 /// Writes keys and configs and starts proxy, helpers and primary in their namespaces.
 fn start_mpbond(
     tb: &Testbed,
     work: &Path,
     exe: &Path,
-    scheduler: &str,
-    pams_lookahead: Option<f64>,
+    variant: MpbondVariant,
     helpers: usize,
 ) -> anyhow::Result<Procs> {
+    let scheduler = if variant == MpbondVariant::Naive {
+        "minrtt"
+    } else {
+        "pams"
+    };
     // The same tuning on every daemon (both ends of a link should agree).
-    let tuning = pams_lookahead.map_or(String::new(), |l| {
-        format!("[tuning]\npams_lookahead = {l:?}\n")
-    });
+    let tuning = match variant {
+        MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\n",
+        MpbondVariant::NoReinject => "[tuning]\npams_reinjection = false\n",
+        _ => "",
+    };
+    let helper_extra = match variant {
+        MpbondVariant::FixedAlways => "feedback = \"always\"\n",
+        MpbondVariant::FixedOnDemand => "feedback = \"on-demand\"\n",
+        MpbondVariant::MeasuredBuffering => "buffering_estimate = \"measured\"\n",
+        _ => "",
+    };
     let proxy = KeyPair::generate();
     let phone = KeyPair::generate();
     proxy.save(&work.join("proxy.key"))?;
@@ -649,7 +825,7 @@ fn start_mpbond(
         std::fs::write(
             work.join(format!("helper{}.toml", i + 1)),
             format!(
-                "key = \"helper{}.key\"\nlog = \"warn\"\n{tuning}[helper]\nlisten = \"0.0.0.0:7100\"\nhs_bind = \"{hs_ip}\"\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n",
+                "key = \"helper{}.key\"\nlog = \"warn\"\n{tuning}[helper]\nlisten = \"0.0.0.0:7100\"\nhs_bind = \"{hs_ip}\"\n{helper_extra}allow = [{{ name = \"phone\", key = \"{}\" }}]\n",
                 i + 1,
                 phone.public
             ),

@@ -12,8 +12,9 @@ use mpbond_sim::rate::{RateProfile, Source, Trace};
 use serde::{Deserialize, Serialize};
 
 use crate::energy::Radio;
-use crate::scheme::Scheme;
+use crate::scheme::{Kind, Scheme};
 use crate::topo::{HelperLinks, LinkParams, TopologySpec};
+use crate::wlan;
 
 /// One link as written: rates per direction (`"8Mbps"`, or `"trace:PATH"`), one-way delay,
 /// queue and loss.
@@ -86,6 +87,11 @@ pub enum WorkloadKind {
     Bulk,
     /// Upload a file of each size to the origin, timing until it confirms the hash.
     Upload,
+    /// Stream a DASH video of `duration` with the player emulator ([`crate::video`]).
+    Video,
+    /// Files of `sizes[0]` one after the other with random pauses of `gap` between them, for
+    /// `duration`, on the primary and, with `dual = true`, on helper 1 too (MPBond §6.6).
+    Chunks,
 }
 
 impl WorkloadKind {
@@ -96,6 +102,8 @@ impl WorkloadKind {
             WorkloadKind::Bulk => format!("bulk download, {bulk_s:.0} s"),
             WorkloadKind::Download => format!("download {:.1} MB", size as f64 / 1e6),
             WorkloadKind::Upload => format!("upload {:.1} MB", size as f64 / 1e6),
+            WorkloadKind::Video => format!("video, {bulk_s:.0} s"),
+            WorkloadKind::Chunks => format!("{:.1} MB chunks", size as f64 / 1e6),
         }
     }
 }
@@ -116,6 +124,23 @@ pub struct WorkloadDef {
     /// Throughput sampling interval of `bulk` (default 100 ms).
     #[serde(default = "default_sample")]
     pub sample: String,
+    /// `video`: the bitrate ladder, `bbb`, `tos` or `fixed:<rate>`.
+    #[serde(default)]
+    pub ladder: Option<String>,
+    /// `video`: seconds of video per segment (default 2 s).
+    #[serde(default = "default_segment")]
+    pub segment: String,
+    /// `chunks`: the pause after each chunk, uniform between these (default 1 s to 5 s).
+    #[serde(default = "default_gap")]
+    pub gap: [String; 2],
+}
+
+fn default_gap() -> [String; 2] {
+    ["1s".into(), "5s".into()]
+}
+
+fn default_segment() -> String {
+    "2s".into()
 }
 
 fn default_kind() -> WorkloadKind {
@@ -155,6 +180,90 @@ pub struct Scenario {
     /// Random-loss seed.
     #[serde(default)]
     pub seed: u64,
+    /// Variants of the topology, each run and reported on its own (`[[variant]]`).
+    #[serde(default, rename = "variant")]
+    pub variants: Vec<VariantDef>,
+    /// A grid of variants: every combination of these link rates (`[sweep] ps = [...]`).
+    #[serde(default)]
+    pub sweep: std::collections::BTreeMap<String, Vec<String>>,
+    /// Where the scenario comes from in the paper (`"§6.2, Figure 5"`), for reports.
+    #[serde(default)]
+    pub paper: Option<String>,
+    /// The paper's results this scenario checks (`[[claim]]`).
+    #[serde(default, rename = "claim")]
+    pub claims: Vec<ClaimDef>,
+    /// What `mpbond lab paper --quick` runs instead (`[quick]`).
+    #[serde(default)]
+    pub quick: Option<QuickDef>,
+    /// Dual mode (MPBond §6.6): helper 1 is a primary too, with the primary as its helper,
+    /// and both run the workload at once. Schemes: `single` (each device alone) and `mpbond`.
+    #[serde(default)]
+    pub dual: bool,
+}
+
+/// One variant of a scenario: new rates for some links.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantDef {
+    /// Its name in reports.
+    pub name: String,
+    /// Link (`ps`, `ps2`, `hsK`, `pipeK`) to rate (both directions unless the link has its
+    /// own `up`), e.g. `{ ps = "1Mbps", hs1 = "18Mbps" }`.
+    pub set: std::collections::BTreeMap<String, String>,
+}
+
+/// A published number and how to compute ours (docs/evaluation.md).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimDef {
+    /// What it says, in words.
+    pub what: String,
+    /// The metric (see [`crate::claim::Metric`]).
+    pub metric: String,
+    /// The scheme measured.
+    pub scheme: String,
+    /// If set, the claim is the ratio scheme ÷ `vs`.
+    #[serde(default)]
+    pub vs: Option<String>,
+    /// The paper's value, or its range over the cases the claim covers.
+    pub paper: PaperValue,
+    /// Only runs of this size.
+    #[serde(default)]
+    pub size: Option<String>,
+    /// Only this variant (default: every variant, one case each).
+    #[serde(default)]
+    pub variant: Option<String>,
+}
+
+/// A single published value or a range.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum PaperValue {
+    /// One number.
+    One(f64),
+    /// From .. to.
+    Range([f64; 2]),
+}
+
+/// Overrides for the quick suite.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuickDef {
+    /// Repetitions (default 1).
+    #[serde(default)]
+    pub reps: Option<usize>,
+    /// Schemes.
+    #[serde(default)]
+    pub schemes: Option<Vec<String>>,
+    /// File sizes.
+    #[serde(default)]
+    pub sizes: Option<Vec<String>>,
+    /// Bulk or video duration.
+    #[serde(default)]
+    pub duration: Option<String>,
+    /// Only these variants, by name.
+    #[serde(default)]
+    pub variants: Option<Vec<String>>,
 }
 
 fn default_reps() -> usize {
@@ -169,15 +278,28 @@ impl Scenario {
         let mut s: Scenario =
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        let fix = |l: &mut LinkDef| {
-            for r in std::iter::once(&mut l.down).chain(l.up.iter_mut()) {
-                if let Some(p) = r.strip_prefix("trace:") {
-                    if Path::new(p).is_relative() && !Path::new(p).exists() {
-                        *r = format!("trace:{}", dir.join(p).display());
-                    }
+        let fix_rate = |r: &mut String| {
+            if let Some(spec) = r.strip_prefix("trace:") {
+                let (p, scale) = match spec.rsplit_once('*') {
+                    Some((p, f)) => (p, format!("*{f}")),
+                    None => (spec, String::new()),
+                };
+                if Path::new(p).is_relative() && !Path::new(p).exists() {
+                    *r = format!("trace:{}{scale}", dir.join(p).display());
                 }
             }
         };
+        let fix = |l: &mut LinkDef| {
+            for r in std::iter::once(&mut l.down).chain(l.up.iter_mut()) {
+                fix_rate(r);
+            }
+        };
+        for v in &mut s.variants {
+            v.set.values_mut().for_each(fix_rate);
+        }
+        for values in s.sweep.values_mut() {
+            values.iter_mut().for_each(fix_rate);
+        }
         fix(&mut s.ps);
         if let Some(p2) = &mut s.ps2 {
             fix(p2);
@@ -199,6 +321,7 @@ impl Scenario {
     }
 
     fn check(&self) -> anyhow::Result<()> {
+        crate::claim::check(&self.claims)?;
         for s in &self.schemes {
             let scheme = crate::scheme::Scheme::parse(s)?;
             self.supports(scheme)?;
@@ -209,6 +332,27 @@ impl Scenario {
         match self.workload.kind {
             WorkloadKind::Download | WorkloadKind::Upload if self.workload.sizes.is_empty() => {
                 anyhow::bail!("workload.sizes is empty")
+            }
+            WorkloadKind::Video => {
+                crate::video::ladder(self.workload.ladder.as_deref().unwrap_or(""))?;
+                if parse_duration(&self.workload.segment)? < Duration::from_millis(100) {
+                    anyhow::bail!("workload.segment must be at least 100 ms");
+                }
+                if self.bulk_duration()? < Duration::from_secs(1) {
+                    anyhow::bail!("workload.duration must be at least 1 s");
+                }
+            }
+            WorkloadKind::Chunks => {
+                if self.workload.sizes.len() != 1 {
+                    anyhow::bail!("a chunks workload has one size, the chunk's");
+                }
+                let (a, b) = self.gap()?;
+                if a > b {
+                    anyhow::bail!("workload.gap: the first bound is above the second");
+                }
+                if self.bulk_duration()? < Duration::from_secs(1) {
+                    anyhow::bail!("workload.duration must be at least 1 s");
+                }
             }
             WorkloadKind::Bulk => {
                 if self.bulk_duration()? < Duration::from_secs(1) {
@@ -230,25 +374,172 @@ impl Scenario {
         Ok(())
     }
 
+    /// The scenario's variants, each a scenario of its own with its name (`None` for a
+    /// scenario without variants). `[sweep]` gives every combination, `[[variant]]` adds its
+    /// own; a variant's rates replace the links' `down` (and `up` unless the link sets it).
+    pub fn expand(&self) -> anyhow::Result<Vec<(Option<String>, Scenario)>> {
+        let mut defs = Vec::new();
+        let mut grid: Vec<Vec<(String, String)>> = vec![Vec::new()];
+        for (link, values) in &self.sweep {
+            if values.is_empty() {
+                anyhow::bail!("sweep.{link} is empty");
+            }
+            grid = grid
+                .into_iter()
+                .flat_map(|g| {
+                    values.iter().map(move |v| {
+                        let mut g = g.clone();
+                        g.push((link.clone(), v.clone()));
+                        g
+                    })
+                })
+                .collect();
+        }
+        if !self.sweep.is_empty() {
+            for g in grid {
+                defs.push(VariantDef {
+                    name: g
+                        .iter()
+                        .map(|(l, v)| format!("{l} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    set: g.into_iter().collect(),
+                });
+            }
+        }
+        defs.extend(self.variants.iter().cloned());
+        if defs.is_empty() {
+            return Ok(vec![(None, self.clone())]);
+        }
+        let mut out = Vec::new();
+        for d in defs {
+            let mut sc = self.clone();
+            sc.variants.clear();
+            sc.sweep.clear();
+            for (link, rate) in &d.set {
+                let l: &mut LinkDef = match link.as_str() {
+                    "ps" => &mut sc.ps,
+                    "ps2" => sc
+                        .ps2
+                        .as_mut()
+                        .ok_or_else(|| anyhow::anyhow!("variant {:?}: no [ps2]", d.name))?,
+                    other => {
+                        let (kind, k) = other.split_at(
+                            other
+                                .find(|c: char| c.is_ascii_digit())
+                                .unwrap_or(other.len()),
+                        );
+                        let h = k
+                            .parse::<usize>()
+                            .ok()
+                            .and_then(|k| sc.helpers.get_mut(k.wrapping_sub(1)))
+                            .ok_or_else(|| {
+                                anyhow::anyhow!("variant {:?}: no link {other:?}", d.name)
+                            })?;
+                        match kind {
+                            "hs" => &mut h.hs,
+                            "pipe" => &mut h.pipe,
+                            _ => anyhow::bail!(
+                                "variant {:?}: unknown link {other:?} (ps, ps2, hsK, pipeK)",
+                                d.name
+                            ),
+                        }
+                    }
+                };
+                l.down = rate.clone();
+            }
+            sc.check()
+                .map_err(|e| anyhow::anyhow!("variant {:?}: {e}", d.name))?;
+            out.push((Some(d.name), sc));
+        }
+        Ok(out)
+    }
+
+    /// The scenario as `mpbond lab paper --quick` runs it: `[quick]` applied, one repetition
+    /// unless it says otherwise.
+    pub fn quick(&self) -> anyhow::Result<Scenario> {
+        let mut sc = self.clone();
+        let q = self.quick.clone().unwrap_or_default();
+        sc.reps = q.reps.unwrap_or(1);
+        if let Some(s) = q.schemes {
+            sc.schemes = s;
+        }
+        if let Some(s) = q.sizes {
+            sc.workload.sizes = s;
+        }
+        if let Some(d) = q.duration {
+            sc.workload.duration = d;
+        }
+        if let Some(keep) = q.variants {
+            let names: Vec<String> = sc.expand()?.into_iter().filter_map(|v| v.0).collect();
+            for k in &keep {
+                if !names.contains(k) {
+                    anyhow::bail!("quick.variants: no variant {k:?}");
+                }
+            }
+            let all = sc.expand()?;
+            sc.sweep.clear();
+            sc.variants = all
+                .into_iter()
+                .filter_map(|(name, v)| {
+                    let name = name?;
+                    keep.contains(&name).then(|| VariantDef {
+                        name,
+                        set: link_rates(&v),
+                    })
+                })
+                .collect();
+        }
+        sc.check()?;
+        Ok(sc)
+    }
+
+    /// `chunks`: the pause bounds.
+    pub fn gap(&self) -> anyhow::Result<(Duration, Duration)> {
+        Ok((
+            parse_duration(&self.workload.gap[0])?,
+            parse_duration(&self.workload.gap[1])?,
+        ))
+    }
+
     /// Whether this scenario can run `scheme`, with the reason if not.
     pub fn supports(&self, scheme: Scheme) -> anyhow::Result<()> {
-        match scheme {
-            Scheme::MptcpWifiLte if self.ps2.is_none() => {
+        if self.dual {
+            if self.helpers.len() != 1 {
+                anyhow::bail!("dual mode needs exactly one [[helper]]");
+            }
+            if !matches!(scheme.kind, Kind::Single | Kind::Mpbond(_)) {
+                anyhow::bail!("dual mode runs single and mpbond only, not {scheme}");
+            }
+        }
+        match scheme.kind {
+            Kind::MptcpWifiLte if self.ps2.is_none() => {
                 anyhow::bail!("scheme mptcp-wifi-lte needs a [ps2] link (the primary's WiFi)")
             }
-            Scheme::Kibbutz | Scheme::KibbutzN | Scheme::Combine { .. }
+            Kind::Kibbutz | Kind::KibbutzN | Kind::KibbutzSplit { .. } | Kind::Combine { .. }
                 if self.helpers.is_empty() =>
             {
                 anyhow::bail!("scheme {scheme} needs at least one [[helper]]")
             }
-            Scheme::Combine { .. } if self.workload.kind != WorkloadKind::Download => {
-                anyhow::bail!("scheme {scheme} only downloads files (COMBINE fetches byte ranges)")
+            Kind::Combine { .. } | Kind::KibbutzSplit { .. }
+                if self.workload.kind != WorkloadKind::Download =>
+            {
+                anyhow::bail!("scheme {scheme} only downloads files (it fetches byte ranges)")
             }
             _ => Ok(()),
         }
     }
 
-    /// A `bulk` workload's length.
+    /// The video player a `video` workload runs.
+    pub fn player(&self) -> anyhow::Result<crate::video::Player> {
+        Ok(crate::video::Player {
+            ladder: crate::video::ladder(self.workload.ladder.as_deref().unwrap_or(""))?,
+            segment_s: parse_duration(&self.workload.segment)?.as_secs_f64(),
+            video_s: self.bulk_duration()?.as_secs_f64(),
+        })
+    }
+
+    /// A `bulk` workload's length (and a `video` workload's).
     pub fn bulk_duration(&self) -> anyhow::Result<Duration> {
         Ok(parse_duration(&self.workload.duration)?)
     }
@@ -280,7 +571,23 @@ impl Scenario {
         }
         Ok(v)
     }
+}
 
+/// Every link's `down` rate by its variant name (`ps`, `hs1`, `pipe1`, ...).
+fn link_rates(sc: &Scenario) -> std::collections::BTreeMap<String, String> {
+    let mut m = std::collections::BTreeMap::new();
+    m.insert("ps".to_string(), sc.ps.down.clone());
+    if let Some(p) = &sc.ps2 {
+        m.insert("ps2".into(), p.down.clone());
+    }
+    for (i, h) in sc.helpers.iter().enumerate() {
+        m.insert(format!("hs{}", i + 1), h.hs.down.clone());
+        m.insert(format!("pipe{}", i + 1), h.pipe.down.clone());
+    }
+    m
+}
+
+impl Scenario {
     /// Sizes in bytes.
     pub fn sizes(&self) -> Vec<u64> {
         self.workload
@@ -348,13 +655,37 @@ impl Scenario {
 }
 
 fn profile(rate: &str, warmup: Time) -> anyhow::Result<RateProfile> {
-    if let Some(path) = rate.strip_prefix("trace:") {
-        let t = Arc::new(Trace::load(path)?);
-        let mut p = RateProfile::constant(t.mean_bps());
-        p.change_at(warmup, Source::Trace(t));
-        return Ok(p);
-    }
-    Ok(RateProfile::constant(parse_rate_bps(rate)?))
+    let trace = if let Some(spec) = rate.strip_prefix("trace:") {
+        // `trace:PATH*2.5` scales every rate of the trace.
+        let (path, factor) = match spec.rsplit_once('*') {
+            Some((p, f)) => {
+                let f: f64 = f
+                    .parse()
+                    .ok()
+                    .filter(|f: &f64| *f > 0.0 && f.is_finite())
+                    .ok_or_else(|| anyhow::anyhow!("{rate}: the scale after * must be > 0"))?;
+                (p, f)
+            }
+            None => (spec, 1.0),
+        };
+        let t = Trace::load(path)?;
+        if factor == 1.0 {
+            t
+        } else {
+            t.scaled(factor)
+        }
+    } else if let Some(spec) = rate.strip_prefix("wlan:") {
+        match wlan::profile(spec)? {
+            wlan::Profile::Constant(bps) => return Ok(RateProfile::constant(bps)),
+            wlan::Profile::Walk(t) => t,
+        }
+    } else {
+        return Ok(RateProfile::constant(parse_rate_bps(rate)?));
+    };
+    let t = Arc::new(trace);
+    let mut p = RateProfile::constant(t.mean_bps());
+    p.change_at(warmup, Source::Trace(t));
+    Ok(p)
 }
 
 fn params(l: &LinkDef, warmup: Time) -> anyhow::Result<LinkParams> {
@@ -375,4 +706,92 @@ fn params(l: &LinkDef, warmup: Time) -> anyhow::Result<LinkParams> {
         down: cfg(&l.down)?,
         up: cfg(l.up.as_deref().unwrap_or(&l.down))?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+name = "t"
+schemes = ["kibbutz", "mpbond"]
+[ps]
+down = "8Mbps"
+[[helper]]
+hs = { down = "10Mbps" }
+pipe = { down = "5Mbps" }
+[workload]
+sizes = ["1MB", "2MB"]
+"#;
+
+    #[test]
+    fn a_sweep_expands_to_every_combination_and_variants_follow() {
+        let sc = Scenario::parse(&format!(
+            "{BASE}[sweep]\nps = [\"1Mbps\", \"5Mbps\"]\nhs1 = [\"2Mbps\", \"3Mbps\"]\n[[variant]]\nname = \"wlan\"\nset = {{ pipe1 = \"wlan:3m\" }}\n[quick]\nsizes = [\"1MB\"]\nvariants = [\"hs1 3Mbps, ps 1Mbps\"]\n"
+        ))
+        .unwrap();
+        let v = sc.expand().unwrap();
+        let names: Vec<_> = v.iter().map(|x| x.0.clone().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "hs1 2Mbps, ps 1Mbps",
+                "hs1 2Mbps, ps 5Mbps",
+                "hs1 3Mbps, ps 1Mbps",
+                "hs1 3Mbps, ps 5Mbps",
+                "wlan"
+            ]
+        );
+        let third = &v[2].1;
+        assert_eq!(
+            (third.ps.down.as_str(), third.helpers[0].hs.down.as_str()),
+            ("1Mbps", "3Mbps")
+        );
+        assert_eq!(v[4].1.helpers[0].pipe.down, "wlan:3m");
+        assert_eq!(
+            v[4].1.ps.down, "8Mbps",
+            "a variant leaves other links alone"
+        );
+        let q = sc.quick().unwrap();
+        assert_eq!((q.reps, q.sizes()), (1, vec![1_000_000]));
+        let qv = q.expand().unwrap();
+        assert_eq!(qv.len(), 1);
+        assert_eq!(qv[0].0.as_deref(), Some("hs1 3Mbps, ps 1Mbps"));
+        assert_eq!(qv[0].1.helpers[0].hs.down, "3Mbps");
+    }
+
+    #[test]
+    fn bad_variants_claims_and_workloads_say_what_is_wrong() {
+        let e = |extra: &str| {
+            Scenario::parse(&format!("{BASE}{extra}"))
+                .and_then(|s| s.expand().map(|_| ()))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(e("[[variant]]\nname = \"x\"\nset = { hs9 = \"1Mbps\" }\n").contains("hs9"));
+        assert!(e("[[variant]]\nname = \"x\"\nset = { ps = \"fast\" }\n").contains("variant"));
+        assert!(e(
+            "[[claim]]\nwhat = \"w\"\nmetric = \"speed\"\nscheme = \"mpbond\"\npaper = 1.0\n"
+        )
+        .contains("speed"));
+        // quick() is where unknown quick variants are caught.
+        let sc = Scenario::parse(&format!("{BASE}[quick]\nvariants = [\"nope\"]\n")).unwrap();
+        assert!(sc.quick().unwrap_err().to_string().contains("nope"));
+        let dual = BASE.replace(
+            "schemes = [\"kibbutz\", \"mpbond\"]",
+            "schemes = [\"kibbutz\"]\ndual = true",
+        );
+        assert!(Scenario::parse(&dual)
+            .unwrap_err()
+            .to_string()
+            .contains("dual"));
+        let video = BASE.replace(
+            "sizes = [\"1MB\", \"2MB\"]",
+            "kind = \"video\"\nladder = \"vhs\"",
+        );
+        assert!(Scenario::parse(&video)
+            .unwrap_err()
+            .to_string()
+            .contains("vhs"));
+    }
 }

@@ -1,4 +1,8 @@
 //! The schemes compared in the lab, each the real thing.
+//!
+//! A scheme name is a kind (`kibbutz`, `mpbond`, `combine-64KiB`, ...) optionally followed by
+//! `@N`, the number of devices it may use (the primary and N-1 helpers), so one scenario with
+//! two helpers compares 2- and 3-device runs side by side (MPBond §6.3, Figure 9).
 
 use std::fmt;
 
@@ -6,9 +10,54 @@ use mpbond_core::units::parse_size;
 
 use crate::combine::DEFAULT_CHUNK;
 
-/// A way to download.
+/// Variants of mpbond itself: the scheduler, and the design choices §6.2 takes apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scheme {
+pub enum MpbondVariant {
+    /// PAMS with every mpbond default.
+    Pams,
+    /// The `minrtt` scheduler (MPBond-Naive, §4.3.1).
+    Naive,
+    /// PAMS exactly as published: no deferral lookahead (`tuning.pams_lookahead = 0`).
+    Paper,
+    /// Helpers send pipe feedback over the HS-Path all the time ("fixed-always", §6.2).
+    FixedAlways,
+    /// Helpers send pipe feedback over the HS-Path only while it carries data
+    /// ("fixed-on-demand", §6.2).
+    FixedOnDemand,
+    /// PAMS without reinjection (§6.2, "Reinjection Under Changing Network Condition").
+    NoReinject,
+    /// PAMS fed the helper's directly measured buffering delay instead of B_p/Th_p (§6.2,
+    /// "Estimating Pipe Buffering").
+    MeasuredBuffering,
+}
+
+impl MpbondVariant {
+    const ALL: [MpbondVariant; 7] = [
+        MpbondVariant::Naive,
+        MpbondVariant::Pams,
+        MpbondVariant::Paper,
+        MpbondVariant::FixedAlways,
+        MpbondVariant::FixedOnDemand,
+        MpbondVariant::NoReinject,
+        MpbondVariant::MeasuredBuffering,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            MpbondVariant::Pams => "mpbond",
+            MpbondVariant::Naive => "mpbond-naive",
+            MpbondVariant::Paper => "mpbond-paper",
+            MpbondVariant::FixedAlways => "mpbond-fixed-always",
+            MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
+            MpbondVariant::NoReinject => "mpbond-no-reinject",
+            MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
+        }
+    }
+}
+
+/// What a scheme is, without its device count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
     /// The primary alone: plain TCP over its own WAN link.
     Single,
     /// Tethering plus the kernel's MPTCP (MPBond §6's baseline): a second MPTCP subflow from
@@ -16,56 +65,105 @@ pub enum Scheme {
     Kibbutz,
     /// The same with every helper tethered (one subflow per helper).
     KibbutzN,
+    /// Tethering with a fixed split (MPBond §6.2, Figure 5): `ps_percent` % of the file over
+    /// the PS-Path, the rest over helper 1's tether, each part one plain TCP connection with
+    /// a byte-range request. End-to-end TCP across HS-Path and pipe, no helper buffer: what
+    /// kibbutz would do with a fixed scheduling ratio.
+    KibbutzSplit {
+        /// Share of the file over the PS-Path, 0..=100.
+        ps_percent: u8,
+    },
     /// COMBINE (MPBond §6.1): HTTP byte-range chunks from a work queue, one worker per device,
-    /// helpers returning their chunks over the pipe. The chunk size in bytes.
+    /// helpers returning their chunks over the pipe.
     Combine {
         /// Bytes per chunk (256 KiB by default).
         chunk: u64,
     },
-    /// mpbond with the `minrtt` scheduler (MPBond-Naive).
-    MpbondNaive,
-    /// mpbond with PAMS.
-    Mpbond,
-    /// mpbond with PAMS exactly as published: no deferral lookahead
-    /// (`tuning.pams_lookahead = 0`).
-    MpbondPaper,
+    /// mpbond.
+    Mpbond(MpbondVariant),
     /// Kernel MPTCP over the primary's two WAN interfaces (`ps`, LTE, and `ps2`, WiFi): the
     /// indoor comparison of MPBond §6.7. No helper.
     MptcpWifiLte,
 }
 
-impl Scheme {
-    /// Every scheme (COMBINE with its default chunk), in report order.
-    pub const ALL: [Scheme; 8] = [
-        Scheme::Single,
-        Scheme::Kibbutz,
-        Scheme::KibbutzN,
-        Scheme::Combine {
-            chunk: DEFAULT_CHUNK,
-        },
-        Scheme::MpbondNaive,
-        Scheme::Mpbond,
-        Scheme::MpbondPaper,
-        Scheme::MptcpWifiLte,
-    ];
+/// A way to download, with the number of devices it may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Scheme {
+    /// What it is.
+    pub kind: Kind,
+    /// `@N`: at most N devices (the primary and N-1 helpers); None = the kind's default.
+    pub devices: Option<usize>,
+}
 
-    /// Parses a scheme name; `combine-128KiB` (any size) picks COMBINE's chunk size.
-    pub fn parse(s: &str) -> anyhow::Result<Scheme> {
-        if let Some(size) = s.strip_prefix("combine-") {
-            let chunk =
-                parse_size(size).map_err(|e| anyhow::anyhow!("scheme {s:?}: chunk size: {e}"))?;
-            if chunk < 1024 {
-                anyhow::bail!("scheme {s:?}: a chunk must be at least 1 KB");
-            }
-            return Ok(Scheme::Combine { chunk });
+impl From<Kind> for Scheme {
+    fn from(kind: Kind) -> Scheme {
+        Scheme {
+            kind,
+            devices: None,
         }
-        Scheme::ALL
+    }
+}
+
+impl Scheme {
+    /// The plain kinds (COMBINE with its default chunk), in report order.
+    pub fn kinds() -> Vec<Kind> {
+        let mut v = vec![
+            Kind::Single,
+            Kind::Kibbutz,
+            Kind::KibbutzN,
+            Kind::Combine {
+                chunk: DEFAULT_CHUNK,
+            },
+        ];
+        v.extend(MpbondVariant::ALL.iter().map(|&m| Kind::Mpbond(m)));
+        v.push(Kind::MptcpWifiLte);
+        v
+    }
+
+    /// Parses a scheme name: a kind, `combine-<size>` (COMBINE's chunk), `kibbutz-split-<p>`
+    /// (p % over the PS-Path), each optionally with `@N` devices.
+    pub fn parse(s: &str) -> anyhow::Result<Scheme> {
+        let (base, devices) = match s.split_once('@') {
+            Some((b, n)) => {
+                let n: usize = n
+                    .parse()
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| anyhow::anyhow!("scheme {s:?}: @N needs N ≥ 1 devices"))?;
+                (b, Some(n))
+            }
+            None => (s, None),
+        };
+        let kind = Self::parse_kind(base).map_err(|e| anyhow::anyhow!("scheme {s:?}: {e}"))?;
+        Ok(Scheme { kind, devices })
+    }
+
+    fn parse_kind(s: &str) -> anyhow::Result<Kind> {
+        if let Some(size) = s.strip_prefix("combine-") {
+            let chunk = parse_size(size).map_err(|e| anyhow::anyhow!("chunk size: {e}"))?;
+            if chunk < 1024 {
+                anyhow::bail!("a chunk must be at least 1 KB");
+            }
+            return Ok(Kind::Combine { chunk });
+        }
+        if let Some(p) = s.strip_prefix("kibbutz-split-") {
+            let ps_percent = p
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= 100)
+                .ok_or_else(|| anyhow::anyhow!("the split is a percentage, 0 to 100"))?;
+            return Ok(Kind::KibbutzSplit { ps_percent });
+        }
+        Scheme::kinds()
             .into_iter()
-            .find(|x| x.to_string() == s)
+            .find(|k| Scheme::from(*k).to_string() == s)
             .ok_or_else(|| {
-                let names: Vec<String> = Scheme::ALL.iter().map(|x| x.to_string()).collect();
+                let names: Vec<String> = Scheme::kinds()
+                    .iter()
+                    .map(|k| Scheme::from(*k).to_string())
+                    .collect();
                 anyhow::anyhow!(
-                    "unknown scheme {s:?}; available: {} (and combine-<size>, e.g. combine-64KiB)",
+                    "unknown scheme; available: {} (and combine-<size>, e.g. combine-64KiB; kibbutz-split-<p>; any with @N devices)",
                     names.join(", ")
                 )
             })
@@ -73,33 +171,45 @@ impl Scheme {
 
     /// How many of the scenario's `helpers` the scheme uses.
     pub fn helpers_used(self, helpers: usize) -> usize {
-        match self {
-            Scheme::Single | Scheme::MptcpWifiLte => 0,
-            Scheme::Kibbutz => helpers.min(1),
+        let by_kind = match self.kind {
+            Kind::Single | Kind::MptcpWifiLte => 0,
+            Kind::Kibbutz | Kind::KibbutzSplit { .. } => helpers.min(1),
             _ => helpers,
+        };
+        match self.devices {
+            Some(n) => by_kind.min(n - 1),
+            None => by_kind,
         }
+    }
+
+    /// True for mpbond in any variant.
+    pub fn is_mpbond(self) -> bool {
+        matches!(self.kind, Kind::Mpbond(_))
     }
 }
 
 impl fmt::Display for Scheme {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Scheme::Single => f.write_str("single"),
-            Scheme::Kibbutz => f.write_str("kibbutz"),
-            Scheme::KibbutzN => f.write_str("kibbutz-n"),
-            Scheme::Combine { chunk } if *chunk == DEFAULT_CHUNK => f.write_str("combine"),
-            Scheme::Combine { chunk } if chunk % 1000 == 0 => {
-                write!(f, "combine-{}KB", chunk / 1000)
+        match self.kind {
+            Kind::Single => f.write_str("single")?,
+            Kind::Kibbutz => f.write_str("kibbutz")?,
+            Kind::KibbutzN => f.write_str("kibbutz-n")?,
+            Kind::KibbutzSplit { ps_percent } => write!(f, "kibbutz-split-{ps_percent}")?,
+            Kind::Combine { chunk } if chunk == DEFAULT_CHUNK => f.write_str("combine")?,
+            Kind::Combine { chunk } if chunk % 1000 == 0 => {
+                write!(f, "combine-{}KB", chunk / 1000)?
             }
-            Scheme::Combine { chunk } if chunk % 1024 == 0 => {
-                write!(f, "combine-{}KiB", chunk / 1024)
+            Kind::Combine { chunk } if chunk % 1024 == 0 => {
+                write!(f, "combine-{}KiB", chunk / 1024)?
             }
-            Scheme::Combine { chunk } => write!(f, "combine-{chunk}B"),
-            Scheme::MpbondNaive => f.write_str("mpbond-naive"),
-            Scheme::Mpbond => f.write_str("mpbond"),
-            Scheme::MpbondPaper => f.write_str("mpbond-paper"),
-            Scheme::MptcpWifiLte => f.write_str("mptcp-wifi-lte"),
+            Kind::Combine { chunk } => write!(f, "combine-{chunk}B")?,
+            Kind::Mpbond(m) => f.write_str(m.name())?,
+            Kind::MptcpWifiLte => f.write_str("mptcp-wifi-lte")?,
         }
+        if let Some(n) = self.devices {
+            write!(f, "@{n}")?;
+        }
+        Ok(())
     }
 }
 
@@ -109,19 +219,48 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_bad_names_say_what_exists() {
-        for s in Scheme::ALL {
+        for k in Scheme::kinds() {
+            let s = Scheme::from(k);
             assert_eq!(Scheme::parse(&s.to_string()).unwrap(), s);
         }
         assert_eq!(
-            Scheme::parse("combine-64KiB").unwrap(),
-            Scheme::Combine { chunk: 64 * 1024 }
+            Scheme::parse("combine-64KiB").unwrap().kind,
+            Kind::Combine { chunk: 64 * 1024 }
         );
-        for name in ["combine-64KiB", "combine-128KB", "combine-1500B"] {
+        for name in [
+            "combine-64KiB",
+            "combine-128KB",
+            "combine-1500B",
+            "kibbutz-split-30",
+            "mpbond@3",
+            "combine-64KiB@2",
+            "mpbond-no-reinject",
+        ] {
             assert_eq!(Scheme::parse(name).unwrap().to_string(), name);
         }
         let e = Scheme::parse("kibutz").unwrap_err().to_string();
         assert!(e.contains("kibbutz") && e.contains("combine"), "{e}");
-        assert!(Scheme::parse("combine-12").is_err());
-        assert!(Scheme::parse("combine-x").is_err());
+        for bad in [
+            "combine-12",
+            "combine-x",
+            "kibbutz-split-101",
+            "mpbond@0",
+            "mpbond@x",
+        ] {
+            assert!(Scheme::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn device_counts_limit_the_helpers() {
+        let used = |s: &str, h| Scheme::parse(s).unwrap().helpers_used(h);
+        assert_eq!(used("mpbond", 2), 2);
+        assert_eq!(used("mpbond@2", 2), 1);
+        assert_eq!(used("mpbond@1", 2), 0);
+        assert_eq!(used("kibbutz", 2), 1);
+        assert_eq!(used("kibbutz-n", 2), 2);
+        assert_eq!(used("kibbutz-split-40", 2), 1);
+        assert_eq!(used("combine@3", 1), 1);
+        assert_eq!(used("single@3", 2), 0);
     }
 }

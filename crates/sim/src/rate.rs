@@ -97,6 +97,67 @@ impl Trace {
         Trace::parse(&name, &text)
     }
 
+    /// A trace from a rate sampled every `step_ms` (bits per second per step), so generated
+    /// profiles replay through the same code as recorded ones. Opportunities fall where the
+    /// accumulated bytes cross each 1500-byte boundary; the period is the profile's length.
+    pub fn from_rates(name: &str, step_ms: u64, rates_bps: &[f64]) -> Result<Trace, TraceError> {
+        let step_ms = step_ms.max(1);
+        let mut v = Vec::new();
+        let mut acc = 0.0f64;
+        for (i, &r) in rates_bps.iter().enumerate() {
+            let per_ms = r.max(0.0) / 8.0 / 1e3;
+            for m in 0..step_ms {
+                acc += per_ms;
+                while acc >= TRACE_PACKET as f64 {
+                    acc -= TRACE_PACKET as f64;
+                    v.push(i as u64 * step_ms + m + 1);
+                }
+            }
+        }
+        let period = rates_bps.len() as u64 * step_ms;
+        if v.is_empty() || period == 0 {
+            return Err(TraceError::Parse {
+                name: name.to_string(),
+                line: 0,
+                what: "the profile never delivers a packet",
+            });
+        }
+        Ok(Trace {
+            opportunities: v,
+            period_ms: period,
+            name: name.to_string(),
+        })
+    }
+
+    /// The same trace with every rate multiplied by `factor` (> 0): in each millisecond,
+    /// `factor` times as many opportunities, fractions carried over.
+    pub fn scaled(&self, factor: f64) -> Trace {
+        let mut v = Vec::with_capacity((self.opportunities.len() as f64 * factor) as usize + 1);
+        let mut acc = 0.0f64;
+        let mut i = 0;
+        while i < self.opportunities.len() {
+            let t = self.opportunities[i];
+            let mut n = 0;
+            while i < self.opportunities.len() && self.opportunities[i] == t {
+                n += 1;
+                i += 1;
+            }
+            acc += n as f64 * factor;
+            while acc >= 1.0 {
+                acc -= 1.0;
+                v.push(t);
+            }
+        }
+        if v.is_empty() {
+            v.push(self.period_ms);
+        }
+        Trace {
+            opportunities: v,
+            period_ms: self.period_ms,
+            name: format!("{}*{factor}", self.name),
+        }
+    }
+
     /// Mean rate in bits per second.
     pub fn mean_bps(&self) -> f64 {
         self.opportunities.len() as f64 * TRACE_PACKET as f64 * 8.0 / (self.period_ms as f64 / 1e3)
@@ -304,6 +365,29 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_and_scaled_traces_keep_their_mean_rate() {
+        // 12 Mbit/s for 1 s, then 0 for 1 s: 1000 packets over a 2 s period = 6 Mbit/s.
+        let mut r = vec![12e6; 10];
+        r.extend(vec![0.0; 10]);
+        let t = Trace::from_rates("gen", 100, &r).unwrap();
+        assert_eq!(t.period_ms, 2000);
+        assert_eq!(t.opportunities.len(), 1000);
+        assert!(
+            t.opportunities.iter().all(|&o| o <= 1000),
+            "nothing in the silent second"
+        );
+        assert!((t.mean_bps() - 6e6).abs() < 1e-6);
+        let s = t.scaled(2.5);
+        assert!(
+            (s.mean_bps() - 15e6).abs() / 15e6 < 0.001,
+            "{}",
+            s.mean_bps()
+        );
+        assert!(s.opportunities.windows(2).all(|w| w[0] <= w[1]));
+        assert!(Trace::from_rates("none", 100, &[0.0; 5]).is_err());
+    }
 
     fn ms(x: u64) -> Time {
         Time::from_millis(x)

@@ -19,6 +19,30 @@ pub enum LabCmd {
     /// The demo: MPBond's common setting (PS 8, HS 10, pipe 5 Mbps), single vs kibbutz vs
     /// mpbond, in under 2 minutes.
     Demo(DemoArgs),
+    /// Every experiment of MPBond §6 (scenarios/paper/*.toml), side by side with the paper's
+    /// claims: a report per experiment and summary.md (docs/evaluation.md).
+    Paper(PaperArgs),
+}
+
+/// Options of `mpbond lab paper`.
+#[derive(Args, Debug)]
+pub struct PaperArgs {
+    /// Few repetitions and the scenarios' `[quick]` cuts (under 15 minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Only these experiments (comma-separated file stems or their number prefixes,
+    /// e.g. `02,06`).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    /// Override every experiment's repetitions.
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Where the experiment files are.
+    #[arg(long, default_value = "scenarios/paper")]
+    dir: PathBuf,
+    /// Output directory (default: lab-results/paper or lab-results/paper-quick).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// Options of `mpbond lab run`.
@@ -97,7 +121,95 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             execute(&sc, &a.out)?;
             Ok(())
         }
+        LabCmd::Paper(a) => paper(a),
     }
+}
+
+/// `mpbond lab paper`: every experiment file in order, then the summary of claims.
+fn paper(a: PaperArgs) -> Result<()> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&a.dir)
+        .with_context(|| {
+            format!(
+                "cannot list {} (run from the repository root, or pass --dir)",
+                a.dir.display()
+            )
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    if let Some(only) = &a.only {
+        files.retain(|f| {
+            let stem = f
+                .file_stem()
+                .map_or(String::new(), |s| s.to_string_lossy().into());
+            only.iter()
+                .any(|o| stem == *o || stem.starts_with(&format!("{o}-")))
+        });
+    }
+    if files.is_empty() {
+        bail!("no experiment files selected in {}", a.dir.display());
+    }
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from(if a.quick {
+            "lab-results/paper-quick"
+        } else {
+            "lab-results/paper"
+        })
+    });
+    let began = std::time::Instant::now();
+    let mut outcomes = Vec::new();
+    let mut notes = Vec::new();
+    for f in &files {
+        let stem = f
+            .file_stem()
+            .map_or(String::new(), |s| s.to_string_lossy().into());
+        let sc = match Scenario::load(f) {
+            Ok(sc) => sc,
+            Err(e) if format!("{e:#}").contains("cannot read trace") => {
+                eprintln!("lab paper: skipping {stem}: {e:#}");
+                notes.push(format!("- {stem}: skipped, {e:#}"));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let mut sc = if a.quick { sc.quick()? } else { sc };
+        if let Some(r) = a.reps {
+            sc.reps = r;
+        }
+        let t = std::time::Instant::now();
+        let results = execute(&sc, &out.join(&stem))?;
+        let label = format!("{stem} ({})", sc.paper.as_deref().unwrap_or(&sc.name));
+        for c in &sc.claims {
+            outcomes.push((label.clone(), mpbond_lab::claim::evaluate(c, &results)?));
+        }
+        notes.push(format!(
+            "- {stem}: {} runs ({} reps) in {:.0} s; report {stem}/report.md",
+            results.len(),
+            sc.reps,
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    let table = mpbond_lab::claim::table(&outcomes);
+    let md = format!(
+        "# MPBond §6 side by side{}\n\n{table}\n{}\n\nTotal {:.0} s.\n",
+        if a.quick { " (quick)" } else { "" },
+        notes.join("\n"),
+        began.elapsed().as_secs_f64()
+    );
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(out.join("summary.md"), &md)?;
+    let json: Vec<_> = outcomes
+        .iter()
+        .map(|(e, o)| serde_json::json!({ "experiment": e, "outcome": o }))
+        .collect();
+    std::fs::write(
+        out.join("summary.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
+    println!("{md}");
+    println!("summary: {}", out.join("summary.md").display());
+    Ok(())
 }
 
 fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
@@ -106,13 +218,14 @@ fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
         work: out.join("work"),
     };
     let _ = std::fs::remove_dir_all(&env.work);
+    let variants = sc.expand()?;
     let sizes = match sc.workload.kind {
-        WorkloadKind::Bulk => vec![0],
+        WorkloadKind::Bulk | WorkloadKind::Video => vec![0],
         _ => sc.sizes(),
     };
     let bulk_s = sc.bulk_duration()?.as_secs_f64();
     let what = |size: u64| sc.workload.kind.label(size, bulk_s);
-    let total = sc.schemes.len() * sizes.len() * sc.reps;
+    let total = variants.len() * sc.schemes.len() * sizes.len() * sc.reps;
     let mut results = Vec::new();
     let mut n = 0;
     let began = std::time::Instant::now();
@@ -123,47 +236,63 @@ fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
     );
     // Repetitions outermost, so slow drift of a shared machine hits every scheme alike.
     for rep in 0..sc.reps {
-        for &size in &sizes {
-            for s in &sc.schemes {
-                n += 1;
-                let scheme = Scheme::parse(s)?;
-                let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-                if tty {
-                    eprint!(
-                        "lab: [{n}/{total}] {s:<14} {:>16} rep {rep}: running",
-                        what(size)
-                    );
-                }
-                let r = run_one(sc, scheme, size, rep, &env)
-                    .with_context(|| format!("{scheme}, {}, rep {rep}", what(size)));
-                let r = match r {
-                    Ok(r) => r,
-                    Err(e) => {
-                        eprintln!(" failed");
-                        return Err(e);
+        for (vi, (variant, vsc)) in variants.iter().enumerate() {
+            let vname = variant
+                .as_ref()
+                .map_or(String::new(), |v| format!(" [{v}]"));
+            for &size in &sizes {
+                for s in &sc.schemes {
+                    n += 1;
+                    let scheme = Scheme::parse(s)?;
+                    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+                    if tty {
+                        eprint!(
+                            "lab: [{n}/{total}] {s:<14} {:>16}{vname} rep {rep}: running",
+                            what(size)
+                        );
                     }
-                };
-                let left = began.elapsed().as_secs_f64() / n as f64 * (total - n) as f64;
-                let headline = match sc.workload.kind {
-                    WorkloadKind::Bulk => format!("{:.2} Mbit/s", r.mean_mbps),
-                    _ => format!("{:.2} s", r.seconds),
-                };
-                eprintln!(
-                    "{}lab: [{n}/{total}] {s:<14} {:>16} rep {rep}: {headline} ({:.2}x bound), {:.2} J{}   (about {:.0} s left)",
-                    if tty { "\r\x1b[2K" } else { "" },
-                    what(size),
-                    r.ratio_to_bound,
-                    r.transfer_energy_j,
-                    if r.intact { "" } else { "  NOT INTACT" },
-                    left
-                );
-                results.push(r);
+                    // Variants get their own scratch space (keys are never overwritten).
+                    let venv = RunEnv {
+                        exe: env.exe.clone(),
+                        work: env.work.join(format!("v{vi}")),
+                    };
+                    let r = run_one(vsc, scheme, size, rep, &venv)
+                        .with_context(|| format!("{scheme}, {}{vname}, rep {rep}", what(size)));
+                    let mut r = match r {
+                        Ok(r) => r,
+                        Err(e) => {
+                            eprintln!(" failed");
+                            return Err(e);
+                        }
+                    };
+                    r.variant = variant.clone();
+                    let left = began.elapsed().as_secs_f64() / n as f64 * (total - n) as f64;
+                    let headline = match (&r.video, sc.workload.kind) {
+                        (Some(v), _) => format!(
+                            "{:.2} Mbit/s video, stalls {:.0}%",
+                            v.mean_bitrate_mbps,
+                            v.stall_ratio * 100.0
+                        ),
+                        (None, WorkloadKind::Bulk) => format!("{:.2} Mbit/s", r.mean_mbps),
+                        _ => format!("{:.2} s", r.seconds),
+                    };
+                    eprintln!(
+                        "{}lab: [{n}/{total}] {s:<14} {:>16}{vname} rep {rep}: {headline} ({:.2}x bound), {:.2} J{}   (about {:.0} s left)",
+                        if tty { "\r\x1b[2K" } else { "" },
+                        what(size),
+                        r.ratio_to_bound,
+                        r.transfer_energy_j,
+                        if r.intact { "" } else { "  NOT INTACT" },
+                        left
+                    );
+                    results.push(r);
+                }
             }
         }
     }
     report::write(out, &sc.name, &sc.schemes, &results)?;
     let _ = std::fs::remove_dir_all(&env.work);
-    print!("{}", report::table(&sc.name, &sc.schemes, &results));
+    print!("{}", report::tables(&sc.name, &sc.schemes, &results));
     println!("report: {}", out.join("report.md").display());
     Ok(results)
 }

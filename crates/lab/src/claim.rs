@@ -1,0 +1,494 @@
+//! The paper's published results as checks on ours: each `[[claim]]` of a scenario names a
+//! metric, a scheme (and optionally a baseline, making it a ratio) and the paper's value;
+//! [`evaluate`] computes ours from the runs and says whether we beat it.
+
+use serde::Serialize;
+
+use crate::report::{mean_sd, quantile};
+use crate::run::RunResult;
+use crate::scenario::{ClaimDef, PaperValue};
+
+/// What a claim measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Download time, s.
+    Time,
+    /// Radio energy of all devices, final tails excluded, J (the transfer's own energy).
+    Energy,
+    /// The same with the final tails, J.
+    EnergyWithTails,
+    /// The primary's transfer energy, J.
+    PrimaryEnergy,
+    /// The helpers' transfer energy, J.
+    HelperEnergy,
+    /// Time between the first and last subflow's last data packet, s (MPBond §4.3.1).
+    Gap,
+    /// Mean goodput, Mbit/s.
+    MeanMbps,
+    /// Median of the goodput samples of all runs, Mbit/s.
+    MedianMbps,
+    /// 5th percentile of the goodput samples, Mbit/s.
+    P5Mbps,
+    /// Mean video bitrate, Mbit/s.
+    Bitrate,
+    /// Video stall time over video length.
+    StallRatio,
+    /// Bytes over the cellular links (`ps` and every `hsK`), MB.
+    CellMb,
+    /// `chunks`: the primary's mean chunk time, s.
+    ChunkTimePrimary,
+    /// `chunks`: helper 1's mean chunk time (dual mode), s.
+    ChunkTimeHelper,
+}
+
+impl Metric {
+    /// Parses a metric name.
+    pub fn parse(s: &str) -> anyhow::Result<Metric> {
+        Ok(match s {
+            "time" => Metric::Time,
+            "energy" => Metric::Energy,
+            "energy_with_tails" => Metric::EnergyWithTails,
+            "primary_energy" => Metric::PrimaryEnergy,
+            "helper_energy" => Metric::HelperEnergy,
+            "gap" => Metric::Gap,
+            "mean_mbps" => Metric::MeanMbps,
+            "median_mbps" => Metric::MedianMbps,
+            "p5_mbps" => Metric::P5Mbps,
+            "bitrate" => Metric::Bitrate,
+            "stall_ratio" => Metric::StallRatio,
+            "cell_mb" => Metric::CellMb,
+            "chunk_time_primary" => Metric::ChunkTimePrimary,
+            "chunk_time_helper" => Metric::ChunkTimeHelper,
+            _ => anyhow::bail!(
+                "unknown metric {s:?}: time, energy, energy_with_tails, primary_energy, helper_energy, gap, mean_mbps, median_mbps, p5_mbps, bitrate, stall_ratio, cell_mb, chunk_time_primary, chunk_time_helper"
+            ),
+        })
+    }
+
+    /// True when a smaller value is better.
+    pub fn lower_is_better(self) -> bool {
+        !matches!(
+            self,
+            Metric::MeanMbps | Metric::MedianMbps | Metric::P5Mbps | Metric::Bitrate
+        )
+    }
+
+    /// One run's value (None for metrics pooled over runs).
+    fn of_run(self, r: &RunResult) -> Option<f64> {
+        let device = |primary: bool| {
+            r.energy
+                .iter()
+                .filter(|e| (e.device == "primary") == primary)
+                .map(|e| e.joules - e.tail_joules)
+                .sum::<f64>()
+        };
+        Some(match self {
+            Metric::Time => r.seconds,
+            Metric::Energy => r.transfer_energy_j,
+            Metric::EnergyWithTails => r.energy_j,
+            Metric::PrimaryEnergy => device(true),
+            Metric::HelperEnergy => device(false),
+            Metric::Gap => {
+                let c: Vec<f64> = r
+                    .subflows
+                    .iter()
+                    // Subflows end where they reach the primary: PS-Paths and pipes.
+                    .filter(|s| s.link.starts_with('p') && s.bytes * 20 > r.bytes)
+                    .filter_map(|s| s.completion_s)
+                    .collect();
+                if c.len() < 2 {
+                    0.0
+                } else {
+                    c.iter().copied().fold(f64::MIN, f64::max)
+                        - c.iter().copied().fold(f64::MAX, f64::min)
+                }
+            }
+            Metric::MeanMbps => r.mean_mbps,
+            Metric::Bitrate => r.video.as_ref()?.mean_bitrate_mbps,
+            Metric::StallRatio => r.video.as_ref()?.stall_ratio,
+            Metric::CellMb => {
+                r.links
+                    .iter()
+                    .filter(|l| l.link == "ps" || l.link.starts_with("hs"))
+                    .map(|l| l.down + l.up)
+                    .sum::<u64>() as f64
+                    / 1e6
+            }
+            Metric::ChunkTimePrimary | Metric::ChunkTimeHelper => {
+                let want = if self == Metric::ChunkTimePrimary {
+                    "primary"
+                } else {
+                    "helper1"
+                };
+                let t = &r.chunk_times.iter().find(|(d, _)| d == want)?.1;
+                t.iter().sum::<f64>() / t.len().max(1) as f64
+            }
+            Metric::MedianMbps | Metric::P5Mbps => return None,
+        })
+    }
+
+    /// The value over several runs: the mean, or the pooled quantile.
+    pub fn of_runs(self, rs: &[&RunResult]) -> f64 {
+        let pooled = || -> Vec<f64> {
+            rs.iter()
+                .flat_map(|r| r.throughput_mbps.iter().copied())
+                .collect()
+        };
+        match self {
+            Metric::MedianMbps => quantile(&pooled(), 0.5),
+            Metric::P5Mbps => quantile(&pooled(), 0.05),
+            m => mean_sd(&rs.iter().filter_map(|r| m.of_run(r)).collect::<Vec<_>>()).0,
+        }
+    }
+}
+
+/// How ours compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Better than the paper by more than 2%.
+    Beats,
+    /// Within 2%.
+    Matches,
+    /// Worse by more than 2%.
+    Short,
+    /// No runs to compute it from.
+    Missing,
+}
+
+/// A claim with our value.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    /// The claim.
+    pub claim: ClaimDef,
+    /// Our value per case (variant, size), in run order.
+    pub cases: Vec<(String, f64)>,
+    /// Our lowest and highest value over the cases.
+    pub ours: Option<(f64, f64)>,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+impl Outcome {
+    /// "0.91" or "0.88–0.95".
+    pub fn ours_text(&self) -> String {
+        match self.ours {
+            Some((a, b)) if (a - b).abs() < 0.005 => fmt(a),
+            Some((a, b)) => format!("{}–{}", fmt(a), fmt(b)),
+            None => "-".into(),
+        }
+    }
+
+    /// The paper's value as text.
+    pub fn paper_text(&self) -> String {
+        match self.claim.paper {
+            PaperValue::One(x) => fmt(x),
+            PaperValue::Range([a, b]) => format!("{}–{}", fmt(a), fmt(b)),
+        }
+    }
+}
+
+fn fmt(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// Checks the claims' names and metrics.
+pub fn check(claims: &[ClaimDef]) -> anyhow::Result<()> {
+    for c in claims {
+        Metric::parse(&c.metric).map_err(|e| anyhow::anyhow!("claim {:?}: {e}", c.what))?;
+    }
+    Ok(())
+}
+
+/// Our value of `c` from `results`: per (variant, size) case, the scheme's metric (divided
+/// by the baseline's for a ratio); the verdict compares the mean over cases with the middle
+/// of the paper's value, in the metric's direction.
+pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> {
+    let m = Metric::parse(&c.metric)?;
+    let size = c
+        .size
+        .as_deref()
+        .map(mpbond_core::units::parse_size)
+        .transpose()?;
+    let mut keys: Vec<(Option<String>, u64)> = Vec::new();
+    for r in results {
+        let k = (r.variant.clone(), r.size);
+        let wanted = size.is_none_or(|s| s == r.size)
+            && c.variant
+                .as_ref()
+                .is_none_or(|v| r.variant.as_ref() == Some(v));
+        if wanted && !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut cases = Vec::new();
+    for (variant, sz) in keys {
+        let of = |scheme: &str| -> Vec<&RunResult> {
+            results
+                .iter()
+                .filter(|r| r.variant == variant && r.size == sz && r.scheme == scheme)
+                .collect()
+        };
+        let mine = of(&c.scheme);
+        if mine.is_empty() {
+            continue;
+        }
+        let v = m.of_runs(&mine);
+        // `best-time:PREFIX`: the scheme with that prefix that downloaded fastest in this case
+        // (the split ratio "found offline"), compared on the claim's metric.
+        let best_time =
+            c.vs.as_deref()
+                .and_then(|b| b.strip_prefix("best-time:"))
+                .map(|prefix| {
+                    let mut names: Vec<&str> = results
+                        .iter()
+                        .filter(|r| r.scheme.starts_with(prefix))
+                        .map(|r| r.scheme.as_str())
+                        .collect();
+                    names.sort_unstable();
+                    names.dedup();
+                    names
+                        .into_iter()
+                        .map(|n| (n, Metric::Time.of_runs(&of(n))))
+                        .filter(|x| x.1.is_finite())
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .map(|x| x.0.to_string())
+                });
+        let vs = match best_time {
+            Some(Some(name)) => Some(name),
+            Some(None) => continue,
+            None => c.vs.clone(),
+        };
+        let v = match vs.as_deref().map(|b| (b, b.strip_prefix("best:"))) {
+            // `best:PREFIX`: the best of every scheme whose name starts with PREFIX (the
+            // split ratio "found offline" of MPBond §6.2).
+            Some((_, Some(prefix))) => {
+                let mut names: Vec<&str> = results
+                    .iter()
+                    .filter(|r| r.scheme.starts_with(prefix))
+                    .map(|r| r.scheme.as_str())
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                let vals = names
+                    .iter()
+                    .map(|n| m.of_runs(&of(n)))
+                    .filter(|x| x.is_finite());
+                let best = if m.lower_is_better() {
+                    vals.fold(f64::NAN, f64::min)
+                } else {
+                    vals.fold(f64::NAN, f64::max)
+                };
+                v / best
+            }
+            Some((b, None)) => {
+                let base = of(b);
+                if base.is_empty() {
+                    continue;
+                }
+                v / m.of_runs(&base)
+            }
+            None => v,
+        };
+        if !v.is_finite() {
+            continue;
+        }
+        let label = match (&variant, sz) {
+            (Some(v), 0) => v.clone(),
+            (Some(v), s) => format!("{v}, {:.1} MB", s as f64 / 1e6),
+            (None, 0) => "-".into(),
+            (None, s) => format!("{:.1} MB", s as f64 / 1e6),
+        };
+        cases.push((label, v));
+    }
+    let ours = (!cases.is_empty()).then(|| {
+        let lo = cases.iter().map(|c| c.1).fold(f64::MAX, f64::min);
+        let hi = cases.iter().map(|c| c.1).fold(f64::MIN, f64::max);
+        (lo, hi)
+    });
+    let verdict = match ours {
+        None => Verdict::Missing,
+        Some(_) => {
+            let mean = cases.iter().map(|c| c.1).sum::<f64>() / cases.len() as f64;
+            let paper = match c.paper {
+                PaperValue::One(x) => x,
+                PaperValue::Range([a, b]) => (a + b) / 2.0,
+            };
+            // Relative difference in the "better" direction; a paper value of 0 compares
+            // absolutely.
+            let scale = paper.abs().max(1e-9);
+            let better = if m.lower_is_better() {
+                (paper - mean) / scale
+            } else {
+                (mean - paper) / scale
+            };
+            if paper == 0.0 {
+                if (mean - paper).abs() < 0.02 {
+                    Verdict::Matches
+                } else if better > 0.0 {
+                    Verdict::Beats
+                } else {
+                    Verdict::Short
+                }
+            } else if better > 0.02 {
+                Verdict::Beats
+            } else if better >= -0.02 {
+                Verdict::Matches
+            } else {
+                Verdict::Short
+            }
+        }
+    };
+    Ok(Outcome {
+        claim: c.clone(),
+        cases,
+        ours,
+        verdict,
+    })
+}
+
+/// A Markdown table of outcomes: claim, the paper's value, ours (range over cases), verdict.
+pub fn table(outcomes: &[(String, Outcome)]) -> String {
+    use std::fmt::Write;
+    let mut o = String::from(
+        "| experiment | claim | metric | paper | ours | verdict |\n| --- | --- | --- | --- | --- | --- |\n",
+    );
+    for (exp, x) in outcomes {
+        let metric = match &x.claim.vs {
+            Some(b) => format!("{} {} ÷ {b}", x.claim.metric, x.claim.scheme),
+            None => format!("{} {}", x.claim.metric, x.claim.scheme),
+        };
+        let _ = writeln!(
+            o,
+            "| {exp} | {} | {metric} | {} | {} | {} |",
+            x.claim.what,
+            x.paper_text(),
+            x.ours_text(),
+            match x.verdict {
+                Verdict::Beats => "**beats**",
+                Verdict::Matches => "matches",
+                Verdict::Short => "short",
+                Verdict::Missing => "not run",
+            }
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::SubflowResult;
+    use crate::scenario::WorkloadKind;
+
+    fn run(scheme: &str, size: u64, seconds: f64, energy: f64) -> RunResult {
+        RunResult {
+            scheme: scheme.into(),
+            workload: WorkloadKind::Download,
+            size,
+            rep: 0,
+            seconds,
+            bytes: size,
+            mean_mbps: size as f64 * 8.0 / seconds / 1e6,
+            intact: true,
+            sha256: String::new(),
+            lower_bound_s: 1.0,
+            bound_mbps: 1.0,
+            ratio_to_bound: seconds,
+            throughput_mbps: vec![1.0, 2.0, 3.0],
+            subflows: vec![
+                SubflowResult {
+                    link: "ps".into(),
+                    completion_s: Some(seconds),
+                    bytes: size / 2,
+                    progress: vec![],
+                },
+                SubflowResult {
+                    link: "p11".into(),
+                    completion_s: Some(seconds - 0.5),
+                    bytes: size / 2,
+                    progress: vec![],
+                },
+            ],
+            links: vec![],
+            energy: vec![],
+            energy_j: energy,
+            transfer_energy_j: energy,
+            progress: vec![],
+            variant: None,
+            video: None,
+            chunk_times: vec![],
+        }
+    }
+
+    fn claim(metric: &str, vs: Option<&str>, paper: PaperValue) -> ClaimDef {
+        ClaimDef {
+            what: "t".into(),
+            metric: metric.into(),
+            scheme: "mpbond".into(),
+            vs: vs.map(String::from),
+            paper,
+            size: None,
+            variant: None,
+        }
+    }
+
+    #[test]
+    fn ratios_per_case_and_verdicts_follow_the_metric_direction() {
+        let rs = vec![
+            run("mpbond", 1_000_000, 2.0, 10.0),
+            run("kibbutz", 1_000_000, 2.5, 10.0),
+            run("mpbond", 2_000_000, 3.0, 10.0),
+            run("kibbutz", 2_000_000, 4.0, 12.5),
+        ];
+        // Ratios 0.8 and 0.75, mean 0.775; the paper's 0.89-0.95 is worse: we beat it.
+        let o = evaluate(
+            &claim("time", Some("kibbutz"), PaperValue::Range([0.89, 0.95])),
+            &rs,
+        )
+        .unwrap();
+        assert_eq!(o.cases.len(), 2);
+        assert_eq!(o.ours, Some((0.75, 0.8)));
+        assert_eq!(o.verdict, Verdict::Beats);
+        // Energy ratios 1.0 and 0.8, mean 0.9 against 0.8: short.
+        let o = evaluate(&claim("energy", Some("kibbutz"), PaperValue::One(0.8)), &rs).unwrap();
+        assert_eq!(o.verdict, Verdict::Short);
+        // Higher is better for goodput: 4 and 5.33 Mbit/s against 4.5 beats on average.
+        let o = evaluate(&claim("mean_mbps", None, PaperValue::One(4.5)), &rs).unwrap();
+        assert_eq!(o.verdict, Verdict::Beats);
+        // The gap between subflows: 0.5 s in every run.
+        let o = evaluate(&claim("gap", None, PaperValue::One(0.5)), &rs).unwrap();
+        assert_eq!(o.verdict, Verdict::Matches);
+        // A size filter keeps one case; a missing baseline gives no value.
+        let mut c = claim("time", Some("kibbutz"), PaperValue::One(0.8));
+        c.size = Some("2MB".into());
+        assert_eq!(evaluate(&c, &rs).unwrap().cases.len(), 1);
+        let o = evaluate(&claim("time", Some("combine"), PaperValue::One(0.8)), &rs).unwrap();
+        assert_eq!(o.verdict, Verdict::Missing);
+        assert!(Metric::parse("speed").is_err());
+        // best: the lowest of the matching baselines.
+        let mut rs2 = rs.clone();
+        rs2.push(run("kibbutz-fast", 1_000_000, 1.0, 10.0));
+        rs2.push(run("kibbutz-fast", 2_000_000, 2.0, 10.0));
+        let o = evaluate(
+            &claim("time", Some("best:kibbutz"), PaperValue::One(1.0)),
+            &rs2,
+        )
+        .unwrap();
+        assert_eq!(o.ours, Some((1.5, 2.0)));
+        // best-time: the fastest of them, compared on energy: kibbutz-fast (10 J each).
+        let mut rs3 = rs2.clone();
+        rs3.push(run("kibbutz-slow", 1_000_000, 9.0, 1.0));
+        rs3.push(run("kibbutz-slow", 2_000_000, 9.0, 1.0));
+        let o = evaluate(
+            &claim("energy", Some("best-time:kibbutz-"), PaperValue::One(1.0)),
+            &rs3,
+        )
+        .unwrap();
+        assert_eq!(o.ours, Some((1.0, 1.0)));
+    }
+}

@@ -1,0 +1,339 @@
+//! A DASH player emulator for MPBond §6.5: it fetches constant-bitrate segments over one
+//! keep-alive HTTP connection, picks each segment's bitrate with a throughput rule modelled
+//! on ExoPlayer's defaults, and plays from a buffer, counting stalls.
+//!
+//! The ABR follows ExoPlayer 2's `AdaptiveTrackSelection` with `DefaultBandwidthMeter` and
+//! `DefaultLoadControl`:
+//! - bandwidth estimate: the weighted median of per-segment throughput samples, each weighted
+//!   by the square root of its bytes, over a sliding window of total weight 2000; 1 Mbit/s
+//!   before the first sample;
+//! - the highest bitrate at most 0.7 × the estimate; a switch up waits until 10 s are
+//!   buffered, a switch down is skipped while 25 s are buffered;
+//! - loading pauses at 50 s of buffer; playback starts at 2.5 s buffered and resumes after a
+//!   stall at 5 s.
+//!
+//! Rendering is not modelled: the player only needs the bytes in time.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::net::TcpStream;
+
+use crate::http::{self, Fetch};
+
+/// Bits per second of every rung.
+pub fn ladder(name: &str) -> anyhow::Result<Vec<f64>> {
+    let kbps: Vec<f64> = match name {
+        // Big Buck Bunny, the DASH dataset's 20 representations (46 kbit/s - 4.2 Mbit/s).
+        "bbb" => vec![
+            46.0, 89.0, 131.0, 178.0, 221.0, 263.0, 334.0, 396.0, 522.0, 595.0, 791.0, 1033.0,
+            1245.0, 1547.0, 2134.0, 2484.0, 3079.0, 3527.0, 3840.0, 4220.0,
+        ],
+        // Tears of Steel, 9 representations (253 kbit/s - 10 Mbit/s).
+        "tos" => vec![
+            253.0, 505.0, 781.0, 1010.0, 1512.0, 2491.0, 3996.0, 6000.0, 10000.0,
+        ],
+        other => match other.strip_prefix("fixed:") {
+            // One rung: the 360° video of §6.5 at a fixed bitrate.
+            Some(rate) => vec![mpbond_core::units::parse_rate_bps(rate)? / 1e3],
+            None => anyhow::bail!("unknown ladder {other:?}: bbb, tos or fixed:<rate>"),
+        },
+    };
+    Ok(kbps.into_iter().map(|k| k * 1e3).collect())
+}
+
+/// What the player saw.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VideoStats {
+    /// Mean bitrate of the segments fetched, Mbit/s.
+    pub mean_bitrate_mbps: f64,
+    /// Seconds stalled after playback started.
+    pub stall_s: f64,
+    /// Stall time over the video's length (MPBond §6.5's 360° metric).
+    pub stall_ratio: f64,
+    /// Seconds from the first request to the start of playback.
+    pub startup_s: f64,
+    /// Bitrate switches.
+    pub switches: usize,
+    /// Segments fetched.
+    pub segments: usize,
+}
+
+/// Player parameters (see the module text for where the defaults come from).
+#[derive(Clone, Debug)]
+pub struct Player {
+    /// Bitrates, ascending.
+    pub ladder: Vec<f64>,
+    /// Seconds of video per segment.
+    pub segment_s: f64,
+    /// Seconds of video.
+    pub video_s: f64,
+}
+
+const BANDWIDTH_FRACTION: f64 = 0.7;
+const INITIAL_ESTIMATE_BPS: f64 = 1e6;
+const MAX_WEIGHT: f64 = 2000.0;
+const MIN_FOR_UP_S: f64 = 10.0;
+const MAX_FOR_DOWN_S: f64 = 25.0;
+const MAX_BUFFER_S: f64 = 50.0;
+const START_S: f64 = 2.5;
+const RESTART_S: f64 = 5.0;
+
+/// ExoPlayer's sliding weighted median.
+#[derive(Default)]
+struct Meter {
+    samples: VecDeque<(f64, f64)>,
+    weight: f64,
+}
+
+impl Meter {
+    fn add(&mut self, bytes: u64, seconds: f64) {
+        if seconds <= 0.0 {
+            return;
+        }
+        let w = (bytes as f64).sqrt();
+        self.samples.push_back((w, bytes as f64 * 8.0 / seconds));
+        self.weight += w;
+        while self.weight > MAX_WEIGHT && self.samples.len() > 1 {
+            if let Some((w0, _)) = self.samples.pop_front() {
+                self.weight -= w0;
+            }
+        }
+    }
+
+    fn estimate(&self) -> f64 {
+        if self.samples.is_empty() {
+            return INITIAL_ESTIMATE_BPS;
+        }
+        let mut v: Vec<(f64, f64)> = self.samples.iter().copied().collect();
+        v.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let half = self.weight / 2.0;
+        let mut acc = 0.0;
+        for (w, r) in &v {
+            acc += w;
+            if acc >= half {
+                return *r;
+            }
+        }
+        v.last().map_or(INITIAL_ESTIMATE_BPS, |x| x.1)
+    }
+}
+
+/// The playback clock: buffer level, stalls and startup, advanced in real time.
+#[derive(Debug)]
+struct Playback {
+    buffer_s: f64,
+    playing: bool,
+    started: bool,
+    stall_s: f64,
+    startup_s: f64,
+}
+
+impl Playback {
+    fn advance(&mut self, dt: f64) {
+        if self.playing {
+            if self.buffer_s >= dt {
+                self.buffer_s -= dt;
+            } else {
+                self.stall_s += dt - self.buffer_s;
+                self.buffer_s = 0.0;
+                self.playing = false;
+            }
+        } else if self.started {
+            self.stall_s += dt;
+        } else {
+            self.startup_s += dt;
+        }
+    }
+
+    fn add(&mut self, seconds: f64) {
+        self.buffer_s += seconds;
+        let need = if self.started { RESTART_S } else { START_S };
+        if !self.playing && self.buffer_s >= need {
+            self.playing = true;
+            self.started = true;
+        }
+    }
+}
+
+impl Player {
+    /// The rung the rule picks, given the estimate, the current rung and the buffer.
+    fn choose(&self, estimate: f64, current: Option<usize>, buffer_s: f64) -> usize {
+        let ideal = self
+            .ladder
+            .iter()
+            .rposition(|&b| b <= BANDWIDTH_FRACTION * estimate)
+            .unwrap_or(0);
+        match current {
+            Some(c) if ideal > c && buffer_s < MIN_FOR_UP_S => c,
+            Some(c) if ideal < c && buffer_s >= MAX_FOR_DOWN_S => c,
+            _ => ideal,
+        }
+    }
+
+    /// Streams the whole video from `origin` over `s`. `progress` gets (seconds, bytes).
+    pub async fn play(&self, mut s: TcpStream) -> io::Result<(Fetch, VideoStats)> {
+        let started = Instant::now();
+        let n = (self.video_s / self.segment_s).ceil() as usize;
+        let mut meter = Meter::default();
+        let mut pb = Playback {
+            buffer_s: 0.0,
+            playing: false,
+            started: false,
+            stall_s: 0.0,
+            startup_s: 0.0,
+        };
+        let mut last = Instant::now();
+        let mut current = None;
+        let (mut bits, mut switches, mut bytes, mut intact) = (0.0, 0, 0u64, true);
+        let mut progress = vec![(0.0, 0u64)];
+        for _ in 0..n {
+            // Load control: wait while the buffer is full.
+            loop {
+                pb.advance(last.elapsed().as_secs_f64());
+                last = Instant::now();
+                if pb.buffer_s < MAX_BUFFER_S {
+                    break;
+                }
+                let wait = pb.buffer_s - MAX_BUFFER_S + 0.01;
+                tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+            }
+            let rung = self.choose(meter.estimate(), current, pb.buffer_s);
+            if current.is_some_and(|c| c != rung) {
+                switches += 1;
+            }
+            current = Some(rung);
+            let size = ((self.ladder[rung] * self.segment_s / 8.0).round() as u64).max(1);
+            let t0 = Instant::now();
+            let f = http::get(&mut s, size, None, t0).await?;
+            meter.add(f.bytes, f.seconds);
+            intact &= f.intact;
+            bytes += f.bytes;
+            bits += self.ladder[rung];
+            progress.push((started.elapsed().as_secs_f64(), bytes));
+            pb.advance(last.elapsed().as_secs_f64());
+            last = Instant::now();
+            pb.add(self.segment_s);
+        }
+        let stats = VideoStats {
+            mean_bitrate_mbps: bits / n.max(1) as f64 / 1e6,
+            stall_s: pb.stall_s,
+            stall_ratio: pb.stall_s / self.video_s,
+            startup_s: pb.startup_s,
+            switches,
+            segments: n,
+        };
+        let fetch = Fetch {
+            bytes,
+            seconds: started.elapsed().as_secs_f64(),
+            intact,
+            sha256: String::new(),
+            progress,
+        };
+        Ok((fetch, stats))
+    }
+}
+
+/// Connects as `via` says and plays.
+pub async fn stream(
+    origin: SocketAddr,
+    via: &http::Via,
+    p: &Player,
+) -> io::Result<(Fetch, VideoStats)> {
+    let s = http::connect(origin, via).await?;
+    p.play(s).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladders_match_the_paper() {
+        let b = ladder("bbb").unwrap();
+        assert_eq!(b.len(), 20);
+        assert_eq!((b[0], b[19]), (46e3, 4.22e6));
+        let t = ladder("tos").unwrap();
+        assert_eq!(t.len(), 9);
+        assert_eq!((t[0], t[8]), (253e3, 10e6));
+        assert_eq!(ladder("fixed:64Mbps").unwrap(), vec![64e6]);
+        assert!(ladder("imax").is_err());
+    }
+
+    #[test]
+    fn the_rule_holds_rungs_as_exoplayer_does() {
+        let p = Player {
+            ladder: ladder("tos").unwrap(),
+            segment_s: 2.0,
+            video_s: 60.0,
+        };
+        // 5 Mbit/s estimate: 0.7 × 5 = 3.5 → 2491 kbit/s (rung 5).
+        assert_eq!(p.choose(5e6, None, 0.0), 5);
+        // Up needs 10 s of buffer; down is skipped with 25 s.
+        assert_eq!(p.choose(20e6, Some(5), 4.0), 5);
+        assert_eq!(p.choose(20e6, Some(5), 12.0), 8);
+        assert_eq!(p.choose(1e6, Some(5), 30.0), 5);
+        assert_eq!(p.choose(1e6, Some(5), 5.0), 1);
+    }
+
+    #[test]
+    fn meter_takes_the_weighted_median() {
+        let mut m = Meter::default();
+        assert_eq!(m.estimate(), INITIAL_ESTIMATE_BPS);
+        m.add(1_000_000, 1.0); // 8 Mbit/s, weight 1000
+        m.add(10_000, 1.0); // 80 kbit/s, weight 100
+        assert_eq!(m.estimate(), 8e6);
+        // The window keeps about 2000 of weight: old samples leave.
+        for _ in 0..3 {
+            m.add(1_000_000, 2.0);
+        }
+        assert_eq!(m.estimate(), 4e6);
+    }
+
+    #[test]
+    fn playback_counts_stalls_after_start_only() {
+        let mut pb = Playback {
+            buffer_s: 0.0,
+            playing: false,
+            started: false,
+            stall_s: 0.0,
+            startup_s: 0.0,
+        };
+        pb.advance(1.0);
+        pb.add(2.0);
+        assert!(!pb.playing, "2 s < 2.5 s to start");
+        pb.advance(0.5);
+        pb.add(2.0);
+        assert!(pb.playing);
+        assert_eq!(pb.startup_s, 1.5);
+        pb.advance(5.0); // 4 s of buffer, 1 s stalled
+        assert!(!pb.playing);
+        pb.add(2.0);
+        pb.advance(1.0);
+        pb.add(4.0); // 6 s ≥ 5 s: playing again
+        assert!(pb.playing);
+        assert_eq!(pb.stall_s, 2.0);
+    }
+
+    #[tokio::test]
+    async fn a_fast_link_plays_the_top_rung_without_stalls() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = l.local_addr().unwrap();
+        tokio::spawn(http::serve_origin(l));
+        let p = Player {
+            ladder: ladder("bbb").unwrap(),
+            segment_s: 2.0,
+            video_s: 20.0,
+        };
+        let (f, v) = stream(origin, &http::Via::Direct, &p).await.unwrap();
+        assert!(f.intact);
+        assert_eq!(v.segments, 10);
+        assert_eq!(v.stall_s, 0.0);
+        // Loopback is fast: after the first segment the estimate allows the top rung, but
+        // going up waits for 10 s of buffer, which a fast link fills at once.
+        assert!(v.mean_bitrate_mbps > 2.0, "{v:?}");
+    }
+}
