@@ -54,6 +54,10 @@ pub struct PathView {
     pub loss_rate: f64,
     /// Pipe state; `Some` exactly for helper subflows that have reported.
     pub pipe: Option<PipeView>,
+    /// Seconds since the sender-side path last sent or received anything (data, feedback,
+    /// pings): for an HS-Path, how long the helper's cellular radio has been out of use, which
+    /// is what waking it costs while it is still in its tail. Infinity when unknown.
+    pub wan_idle: f64,
     /// Bytes scheduled on this subflow that the receiver has not acknowledged at the data
     /// level. The [`crate::Sender`] fills this in; callers may leave it 0.
     pub outstanding: u64,
@@ -75,6 +79,7 @@ impl PathView {
             bytes_acked: 0,
             loss_rate: 0.0,
             pipe: None,
+            wan_idle: f64::INFINITY,
             outstanding: 0,
         }
     }

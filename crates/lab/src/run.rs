@@ -33,6 +33,9 @@ pub struct RunEnv {
     pub exe: PathBuf,
     /// A scratch directory for configs, keys and logs.
     pub work: PathBuf,
+    /// Also write every link's packet log of the workload to `packets.csv` in the run's
+    /// scratch directory (for looking at what a scheme did packet by packet).
+    pub packet_log: bool,
 }
 
 /// When a subflow delivered its last data packet, and how much.
@@ -463,6 +466,9 @@ pub fn run_one(
     };
     std::thread::sleep(Duration::from_millis(50));
     let links = tb.emu.take().map(|e| e.stop()).unwrap_or_default();
+    if env.packet_log {
+        write_packet_log(&work.join("packets.csv"), &links, start_us)?;
+    }
     drop(_procs);
     drop(_servers);
     drop(_origin);
@@ -640,6 +646,28 @@ pub fn samples_from_progress(progress: &[(f64, u64)], sample: Duration) -> Vec<f
         prev = now;
     }
     out
+}
+
+/// Writes `link,dir,t_s,bytes,event` for every packet event from the workload's start on
+/// (`down` = toward the primary or the helper, `up` = away from it).
+fn write_packet_log(
+    path: &Path,
+    links: &[crate::emu::LinkReport],
+    start_us: u64,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(f, "link,dir,t_s,bytes,event")?;
+    for l in links {
+        for (dir, d) in [("up", &l.ab), ("down", &l.ba)] {
+            for r in d.records.iter().filter(|r| r.t_us >= start_us) {
+                let t = (r.t_us - start_us) as f64 / 1e6;
+                writeln!(f, "{},{dir},{t:.6},{},{:?}", l.name, r.size, r.event)?;
+            }
+        }
+    }
+    f.flush()?;
+    Ok(())
 }
 
 fn bytes_after(records: &[crate::emu::PacketRecord], start_us: u64) -> u64 {

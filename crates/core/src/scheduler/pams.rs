@@ -117,9 +117,15 @@ pub struct PamsConfig {
     /// pipe drains (the energy saving of the split, MPBond §6.2, Figure 5). Bounding that case
     /// kept the HS-Path at the pipe's pace to the end and cost the helper its radio savings.
     pub lookahead_rtts: Option<f64>,
-    /// Least gain for a recall from a helper subflow whose HS-Path has nothing left to carry
-    /// (its cancel would wake the helper's idle cellular radio for a small tail). An mpbond
-    /// addition; the paper's recalls are about pipes that collapse, gains of seconds.
+    /// Most gain a recall from a helper subflow whose HS-Path has nothing left to carry needs
+    /// (its cancel wakes the helper's idle cellular radio). An mpbond addition; the paper's
+    /// recalls are about pipes that collapse, gains of seconds.
+    ///
+    /// A radio still in its tail (Huang et al.: 11.6 s of LTE) is not promoted again: the
+    /// cancel only stretches the tail by the time the link has been idle. So the gain needed
+    /// is that idle time ([`PathView::wan_idle`]), at most this: a recall that saves a
+    /// tenth of a second 0.1 s after the helper's last feedback is worth it (both devices'
+    /// radios and pipes stop sooner), one that wakes a helper idle for seconds is not.
     pub wake_gain: Duration,
 }
 
@@ -252,11 +258,11 @@ impl Scheduler for Pams {
         }
         // A helper subflow with nothing left on its HS-Path has handed everything to the
         // helper; recalling from it sends the cancel over that idle cellular link and wakes
-        // the radio (a second promotion and tail, MPBond §6.2's energy argument). Only a
-        // large gain is worth that.
+        // the radio (MPBond §6.2's energy argument): the gain must pay for the tail it
+        // stretches, or past the tail for a new promotion.
         if src.kind == PathKind::Helper
             && src.queued == 0
-            && max_pad - min_pad < self.cfg.wake_gain.as_secs_f64()
+            && max_pad - min_pad < src.wan_idle.min(self.cfg.wake_gain.as_secs_f64())
         {
             return None;
         }
@@ -459,8 +465,17 @@ mod tests {
 
     #[test]
     fn small_gains_do_not_wake_a_finished_helper_or_bounce_within_an_rtt() {
-        // The helper's HS-Path has nothing queued: a 0.45 s gain is below the 1 s wake_gain.
+        // The helper's HS-Path has nothing queued and its idle time is unknown: a 0.45 s gain
+        // is below the 1 s wake_gain.
         assert_eq!(Pams::default().reinjection(&ctx(0), &two_paths()), None);
+        // Idle for 2 s, the same; idle for 0.5 s (the radio in its tail), still not worth
+        // stretching the tail; idle for 0.3 s (its last feedback just now), worth it.
+        for (idle, worth) in [(2.0, false), (0.5, false), (0.3, true)] {
+            let mut paths = two_paths();
+            paths[1].wan_idle = idle;
+            let r = Pams::default().reinjection(&ctx(0), &paths);
+            assert_eq!(r.is_some(), worth, "HS-Path idle {idle} s");
+        }
         // With data still on its HS-Path the same gap is recalled.
         let mut paths = two_paths();
         paths[1].queued = 1000;

@@ -1,6 +1,7 @@
 //! Links and subflows of a session: adding and removing them, liveness, the link choice of a
 //! pipe policy, and the [`PathView`]s the scheduler sees.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -370,10 +371,13 @@ impl Session {
         let mut ping = Vec::new();
         for (&id, l) in self.links.iter_mut() {
             // Every link here but a primary's pipes is cellular (a PS-Path or an HS-Path).
-            let quiet = l.helper.is_none() && l.activity.quiet(&l.tcp, now);
-            let (ping_every, silence) = crate::quiet::Activity::timers(quiet, PING_EVERY, stall);
-            let silent =
-                now_ms.saturating_sub(l.last_rx.load(std::sync::atomic::Ordering::Relaxed));
+            let state = if l.helper.is_none() {
+                l.activity.state(&l.tcp, now)
+            } else {
+                crate::quiet::State::Busy
+            };
+            let (ping_every, silence) = crate::quiet::Activity::timers(state, PING_EVERY, stall);
+            let silent = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
             if u128::from(silent) >= silence.as_millis() {
                 dead.push((id, "stalled: nothing received within the stall timeout"));
                 continue;
@@ -386,7 +390,7 @@ impl Session {
             } else {
                 l.unacked_since = None;
             }
-            if now - l.last_sent >= ping_every && l.writer.pending() == 0 {
+            if ping_every.is_some_and(|p| now - l.last_sent >= p) && l.writer.pending() == 0 {
                 ping.push(id);
             }
         }
@@ -495,6 +499,7 @@ impl Session {
 
     /// The scheduler's view of every subflow.
     pub(super) fn views(&mut self) -> Vec<PathView> {
+        let (now_ms, wall) = (sys::mono_ms(), Instant::now());
         let ids: Vec<SubflowId> = self.subflows.keys().copied().collect();
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
@@ -532,6 +537,13 @@ impl Session {
                 v.queued += l.writer.pending() as u64 + l.tcp.unacked_bytes + l.tcp.notsent_bytes;
                 v.bytes_acked += l.tcp.bytes_acked;
                 v.loss_rate = v.loss_rate.max(l.tcp.loss_rate());
+                // Only a cellular link's idleness is known here (a primary's helper subflows
+                // run over pipes; the helper's radio is out of sight).
+                if l.helper.is_none() {
+                    let rx_ms = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
+                    let tx = wall.saturating_duration_since(l.last_sent).as_secs_f64();
+                    v.wan_idle = v.wan_idle.min(tx.min(rx_ms as f64 / 1e3));
+                }
             }
             if sf.kind == PathKind::Helper {
                 v.pipe = sf.pipe.view();

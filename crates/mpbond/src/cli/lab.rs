@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// Fail unless every download arrived intact (for CI).
     #[arg(long)]
     check: bool,
+    /// Write each run's packet log (`link,dir,t_s,bytes,event`) to
+    /// `<out>/work/.../<scheme>-<size>-<rep>/packets.csv`.
+    #[arg(long)]
+    packets: bool,
 }
 
 /// Options of `mpbond lab demo`.
@@ -103,7 +107,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             let out = a
                 .out
                 .unwrap_or_else(|| PathBuf::from("lab-results").join(stem));
-            let results = execute(&sc, &out)?;
+            let results = execute(&sc, &out, a.packets)?;
             if a.check {
                 let bad: Vec<String> = results
                     .iter()
@@ -118,7 +122,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
         }
         LabCmd::Demo(a) => {
             let sc = Scenario::parse(DEMO)?;
-            execute(&sc, &a.out)?;
+            execute(&sc, &a.out, false)?;
             Ok(())
         }
         LabCmd::Paper(a) => paper(a),
@@ -178,7 +182,7 @@ fn paper(a: PaperArgs) -> Result<()> {
             sc.reps = r;
         }
         let t = std::time::Instant::now();
-        let results = execute(&sc, &out.join(&stem))?;
+        let results = execute(&sc, &out.join(&stem), false)?;
         let label = format!("{stem} ({})", sc.paper.as_deref().unwrap_or(&sc.name));
         for c in &sc.claims {
             outcomes.push((label.clone(), mpbond_lab::claim::evaluate(c, &results)?));
@@ -212,10 +216,11 @@ fn paper(a: PaperArgs) -> Result<()> {
     Ok(())
 }
 
-fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
+fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec<RunResult>> {
     let env = RunEnv {
         exe: std::env::current_exe().context("cannot find the mpbond binary")?,
         work: out.join("work"),
+        packet_log,
     };
     let _ = std::fs::remove_dir_all(&env.work);
     let variants = sc.expand()?;
@@ -255,6 +260,7 @@ fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
                     let venv = RunEnv {
                         exe: env.exe.clone(),
                         work: env.work.join(format!("v{vi}")),
+                        packet_log,
                     };
                     let r = run_one(vsc, scheme, size, rep, &venv)
                         .with_context(|| format!("{scheme}, {}{vname}, rep {rep}", what(size)));
@@ -291,7 +297,10 @@ fn execute(sc: &Scenario, out: &std::path::Path) -> Result<Vec<RunResult>> {
         }
     }
     report::write(out, &sc.name, &sc.schemes, &results)?;
-    let _ = std::fs::remove_dir_all(&env.work);
+    // The scratch space goes unless it holds the packet logs that were asked for.
+    if !packet_log {
+        let _ = std::fs::remove_dir_all(&env.work);
+    }
     print!("{}", report::tables(&sc.name, &sc.schemes, &results));
     println!("report: {}", out.join("report.md").display());
     Ok(results)
