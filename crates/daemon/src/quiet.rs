@@ -16,7 +16,10 @@
 //! - **quiet**: no data for [`QUIET_AFTER`]: pinged every [`QUIET_PING_EVERY`], dead only after
 //!   [`QUIET_SILENCE`].
 //!
-//! Both ends see the same bytes move, so they agree within a round trip. A cooling or quiet
+//! Both ends see the same bytes move, so they agree within a round trip. When data moves
+//! again, silence counts from that check on ([`Activity::busy_for`]): the peer had stopped
+//! pinging too, and an upload after a download once tripped the stall rule on that old
+//! silence. A cooling or quiet
 //! link is never trusted with data blindly: data sent on it that goes unacknowledged still
 //! trips the stall rule at once.
 
@@ -49,14 +52,21 @@ pub enum State {
 #[derive(Debug, Clone)]
 pub struct Activity {
     moved: u64,
+    /// The last check that saw data move.
     busy_at: Instant,
+    /// When the link last turned busy after a check without data.
+    busy_from: Instant,
+    was_busy: bool,
 }
 
 impl Default for Activity {
     fn default() -> Self {
+        let now = Instant::now();
         Activity {
             moved: 0,
-            busy_at: Instant::now(),
+            busy_at: now,
+            busy_from: now,
+            was_busy: false,
         }
     }
 }
@@ -68,7 +78,11 @@ impl Activity {
         let busy = moved.saturating_sub(self.moved) >= BUSY_BYTES;
         if busy {
             self.busy_at = now;
+            if !self.was_busy {
+                self.busy_from = now;
+            }
         }
+        self.was_busy = busy;
         self.moved = moved;
         if busy {
             State::Busy
@@ -77,6 +91,13 @@ impl Activity {
         } else {
             State::Cooling
         }
+    }
+
+    /// How long the link has been busy without a break. Silence counts only from there: a
+    /// peer that was cooling or quiet did not ping, and gets the stall timeout from the
+    /// moment data moves again to be heard from (its pings resume within a ping period).
+    pub fn busy_for(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.busy_from)
     }
 
     /// The ping period (None: no pings) and the silence limit of a link in `state`.
@@ -111,7 +132,19 @@ mod tests {
         use State::*;
         assert_eq!(seen, [Cooling, Cooling, Quiet, Quiet, Quiet]);
         info.bytes_received += 20_000;
-        assert_eq!(a.state(&info, t0 + Duration::from_millis(600)), Busy);
+        let t1 = t0 + Duration::from_millis(600);
+        assert_eq!(a.state(&info, t1), Busy);
+        // Busy again since this check: the silence before it does not count.
+        assert_eq!(
+            a.busy_for(t1 + Duration::from_millis(50)),
+            Duration::from_millis(50)
+        );
+        info.bytes_received += 20_000;
+        assert_eq!(a.state(&info, t1 + Duration::from_millis(100)), Busy);
+        assert_eq!(
+            a.busy_for(t1 + Duration::from_millis(100)),
+            Duration::from_millis(100)
+        );
         let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
         assert_eq!(
             Activity::timers(Quiet, ping, stall),

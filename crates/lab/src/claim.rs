@@ -294,7 +294,9 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
             }
             None => v,
         };
-        if !v.is_finite() {
+        // A baseline of 0 (kibbutz's 5th-percentile goodput when it stalls) makes our ratio
+        // infinite: that is a result (infinitely better, or worse), not a missing one.
+        if v.is_nan() {
             continue;
         }
         let label = match (&variant, sz) {
@@ -457,6 +459,22 @@ mod tests {
         // Energy ratios 1.0 and 0.8, mean 0.9 against 0.8: short.
         let o = evaluate(&claim("energy", Some("kibbutz"), PaperValue::One(0.8)), &rs).unwrap();
         assert_eq!(o.verdict, Verdict::Short);
+        // A baseline at 0 gives an infinite ratio, better for goodput, worse for time.
+        let mut stalled = rs.clone();
+        for r in stalled.iter_mut().filter(|r| r.scheme == "kibbutz") {
+            r.mean_mbps = 0.0;
+            r.seconds = 0.0;
+        }
+        let o = evaluate(
+            &claim("mean_mbps", Some("kibbutz"), PaperValue::One(1.9)),
+            &stalled,
+        );
+        assert_eq!(o.unwrap().verdict, Verdict::Beats);
+        let o = evaluate(
+            &claim("time", Some("kibbutz"), PaperValue::One(0.9)),
+            &stalled,
+        );
+        assert_eq!(o.unwrap().verdict, Verdict::Short);
         // Higher is better for goodput: 4 and 5.33 Mbit/s against 4.5 beats on average.
         let o = evaluate(&claim("mean_mbps", None, PaperValue::One(4.5)), &rs).unwrap();
         assert_eq!(o.verdict, Verdict::Beats);

@@ -293,7 +293,9 @@ impl Testbed {
             )?;
         }
         // Devices moved in from the root namespace kept its per-device settings: forwarding on
-        // and reverse-path filtering off for every device, now that all are in place.
+        // and reverse-path filtering off for every device, now that all are in place. IPv6
+        // off: the testbed is IPv4, and a router solicitation (48 bytes) sent seconds after a
+        // device came up once landed on a pipe during a `single` run.
         for n in ns.names() {
             crate::netns::sh(&[
                 "ip",
@@ -302,7 +304,7 @@ impl Testbed {
                 n,
                 "sh",
                 "-c",
-                "sysctl -qw net.ipv4.ip_forward=1 && for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done",
+                "sysctl -qw net.ipv4.ip_forward=1 && for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done && { for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do echo 1 > $f 2>/dev/null; done; true; }",
             ])?;
         }
         let pipe_devs = routes.iter().map(|(_, dev, _)| dev.clone()).collect();

@@ -662,7 +662,9 @@ impl Relay {
                 };
                 let (ping_every, silence) =
                     crate::quiet::Activity::timers(state, PING_EVERY, stall);
-                let silent = now_rx.saturating_sub(s.last_rx.load(Ordering::Relaxed));
+                let silent = now_rx
+                    .saturating_sub(s.last_rx.load(Ordering::Relaxed))
+                    .min(s.activity.busy_for(now).as_millis() as u64);
                 if !s.blocked.load(Ordering::Relaxed) && u128::from(silent) >= silence.as_millis() {
                     dead.push(s.id);
                     continue;

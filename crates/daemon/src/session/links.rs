@@ -377,7 +377,9 @@ impl Session {
                 crate::quiet::State::Busy
             };
             let (ping_every, silence) = crate::quiet::Activity::timers(state, PING_EVERY, stall);
-            let silent = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
+            let silent = now_ms
+                .saturating_sub(l.last_rx.load(Ordering::Relaxed))
+                .min(l.activity.busy_for(now).as_millis() as u64);
             if u128::from(silent) >= silence.as_millis() {
                 dead.push((id, "stalled: nothing received within the stall timeout"));
                 continue;
