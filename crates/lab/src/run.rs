@@ -718,6 +718,19 @@ fn subflow_results(links: &[LinkReport], start_us: u64, upload: bool) -> Vec<Sub
         .collect()
 }
 
+/// Starts `mpbond ROLE -c WORK/CFG.toml` in namespace `ns`, its log in `WORK/CFG.log`.
+fn spawn_daemon(exe: &Path, work: &Path, ns: &str, role: &str, cfg: &str) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(work.join(format!("{cfg}.log")))?;
+    Ok(Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(exe)
+        .args([role, "-c"])
+        .arg(work.join(format!("{cfg}.toml")))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()?)
+}
+
 /// Dual mode (MPBond §6.6): the primary and helper 1 each run a primary and a helper in one
 /// process (`mpbond run`), each the other's helper over their pipe; the proxy serves both.
 fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Procs> {
@@ -774,17 +787,7 @@ fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Pr
         ),
     )?;
     let mut procs = Procs(Vec::new());
-    let spawn = |ns: &str, role: &str, cfg: &str| -> anyhow::Result<Child> {
-        let log = std::fs::File::create(work.join(format!("{cfg}.log")))?;
-        Ok(Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(exe)
-            .args([role, "-c"])
-            .arg(work.join(format!("{cfg}.toml")))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?)
-    };
+    let spawn = |ns: &str, role: &str, cfg: &str| spawn_daemon(exe, work, ns, role, cfg);
     procs.0.push(spawn(&tb.names.proxy, "proxy", "proxy")?);
     procs.0.push(spawn(&tb.names.primary, "run", "a")?);
     procs.0.push(spawn(&tb.names.helpers[0], "run", "b")?);
@@ -834,17 +837,7 @@ fn start_mpbond(
         addr::PS_PRIMARY
     );
     let mut procs = Procs(Vec::new());
-    let spawn = |ns: &str, role: &str, cfg: &str| -> anyhow::Result<Child> {
-        let log = std::fs::File::create(work.join(format!("{cfg}.log")))?;
-        Ok(Command::new("ip")
-            .args(["netns", "exec", ns])
-            .arg(exe)
-            .args([role, "-c"])
-            .arg(work.join(format!("{cfg}.toml")))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?)
-    };
+    let spawn = |ns: &str, role: &str, cfg: &str| spawn_daemon(exe, work, ns, role, cfg);
     procs.0.push(spawn(&tb.names.proxy, "proxy", "proxy")?);
     for (i, pipes) in tb.pipes.iter().enumerate().take(helpers) {
         let k = KeyPair::generate();
