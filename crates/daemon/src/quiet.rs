@@ -48,6 +48,15 @@ pub enum State {
     Quiet,
 }
 
+/// One liveness check's verdict for a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check {
+    /// Ping the link when nothing was sent on it for this long (None: do not ping).
+    pub ping_every: Option<Duration>,
+    /// Nothing was heard from the peer for longer than the link's state allows.
+    pub silent_too_long: bool,
+}
+
 /// Tracks whether a link carries data.
 #[derive(Debug, Clone)]
 pub struct Activity {
@@ -72,8 +81,32 @@ impl Default for Activity {
 }
 
 impl Activity {
+    /// The liveness check of a link (one call per check, with a fresh TCP_INFO): `silent` is
+    /// how long ago the peer last sent anything. Only a cellular link cools and goes quiet;
+    /// any other link is always busy.
+    pub fn check(
+        &mut self,
+        cellular: bool,
+        info: &TcpInfo,
+        now: Instant,
+        silent: Duration,
+        ping: Duration,
+        stall: Duration,
+    ) -> Check {
+        let state = if cellular {
+            self.state(info, now)
+        } else {
+            State::Busy
+        };
+        let (ping_every, silence) = Self::timers(state, ping, stall);
+        Check {
+            ping_every,
+            silent_too_long: silent.min(self.busy_for(now)) >= silence,
+        }
+    }
+
     /// Takes a fresh TCP_INFO (one call per check) and says what the link is doing.
-    pub fn state(&mut self, info: &TcpInfo, now: Instant) -> State {
+    fn state(&mut self, info: &TcpInfo, now: Instant) -> State {
         let moved = info.bytes_acked + info.bytes_received;
         let busy = moved.saturating_sub(self.moved) >= BUSY_BYTES;
         if busy {
@@ -96,12 +129,12 @@ impl Activity {
     /// How long the link has been busy without a break. Silence counts only from there: a
     /// peer that was cooling or quiet did not ping, and gets the stall timeout from the
     /// moment data moves again to be heard from (its pings resume within a ping period).
-    pub fn busy_for(&self, now: Instant) -> Duration {
+    fn busy_for(&self, now: Instant) -> Duration {
         now.saturating_duration_since(self.busy_from)
     }
 
     /// The ping period (None: no pings) and the silence limit of a link in `state`.
-    pub fn timers(state: State, ping: Duration, stall: Duration) -> (Option<Duration>, Duration) {
+    fn timers(state: State, ping: Duration, stall: Duration) -> (Option<Duration>, Duration) {
         match state {
             State::Busy => (Some(ping), stall),
             State::Cooling => (None, QUIET_SILENCE.max(stall)),
@@ -155,5 +188,46 @@ mod tests {
             (None, QUIET_SILENCE)
         );
         assert_eq!(Activity::timers(Busy, ping, stall), (Some(ping), stall));
+    }
+
+    #[test]
+    fn silence_from_before_a_link_turned_busy_does_not_kill_it() {
+        let t0 = Instant::now();
+        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let mut a = Activity::default();
+        let mut info = TcpInfo::default();
+        // Quiet for 5 s: no pings were due from either end, nothing heard for 5 s.
+        let quiet = a.check(
+            true,
+            &info,
+            t0 + Duration::from_secs(5),
+            Duration::from_secs(5),
+            ping,
+            stall,
+        );
+        assert_eq!(quiet.ping_every, Some(QUIET_PING_EVERY));
+        assert!(!quiet.silent_too_long);
+        // Data moves again (an upload): busy, but the 5 s of silence before are not held
+        // against it; 1.2 s later with still nothing heard, the stall rule applies.
+        info.bytes_acked += 100_000;
+        let t1 = t0 + Duration::from_millis(5100);
+        let busy = a.check(true, &info, t1, Duration::from_millis(5100), ping, stall);
+        assert_eq!(
+            busy,
+            Check {
+                ping_every: Some(ping),
+                silent_too_long: false
+            }
+        );
+        info.bytes_acked += 100_000;
+        let t2 = t1 + Duration::from_millis(1200);
+        assert!(
+            a.check(true, &info, t2, Duration::from_millis(6300), ping, stall)
+                .silent_too_long
+        );
+        // A pipe (not cellular) is always busy.
+        let mut p = Activity::default();
+        let c = p.check(false, &info, Instant::now(), Duration::ZERO, ping, stall);
+        assert_eq!(c.ping_every, Some(ping));
     }
 }

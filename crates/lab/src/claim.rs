@@ -196,6 +196,18 @@ fn fmt(x: f64) -> String {
     }
 }
 
+/// The distinct scheme names in `results` that start with `prefix`, sorted.
+fn schemes_with_prefix<'a>(results: &'a [RunResult], prefix: &str) -> Vec<&'a str> {
+    let mut names: Vec<&str> = results
+        .iter()
+        .filter(|r| r.scheme.starts_with(prefix))
+        .map(|r| r.scheme.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
 /// Checks the claims' names and metrics.
 pub fn check(claims: &[ClaimDef]) -> anyhow::Result<()> {
     for c in claims {
@@ -244,14 +256,7 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
             c.vs.as_deref()
                 .and_then(|b| b.strip_prefix("best-time:"))
                 .map(|prefix| {
-                    let mut names: Vec<&str> = results
-                        .iter()
-                        .filter(|r| r.scheme.starts_with(prefix))
-                        .map(|r| r.scheme.as_str())
-                        .collect();
-                    names.sort_unstable();
-                    names.dedup();
-                    names
+                    schemes_with_prefix(results, prefix)
                         .into_iter()
                         .map(|n| (n, Metric::Time.of_runs(&of(n))))
                         .filter(|x| x.1.is_finite())
@@ -267,15 +272,8 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
             // `best:PREFIX`: the best of every scheme whose name starts with PREFIX (the
             // split ratio "found offline" of MPBond §6.2).
             Some((_, Some(prefix))) => {
-                let mut names: Vec<&str> = results
-                    .iter()
-                    .filter(|r| r.scheme.starts_with(prefix))
-                    .map(|r| r.scheme.as_str())
-                    .collect();
-                names.sort_unstable();
-                names.dedup();
-                let vals = names
-                    .iter()
+                let vals = schemes_with_prefix(results, prefix)
+                    .into_iter()
                     .map(|n| m.of_runs(&of(n)))
                     .filter(|x| x.is_finite());
                 let best = if m.lower_is_better() {

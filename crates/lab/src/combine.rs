@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::http::{self, Fetch};
@@ -126,24 +125,20 @@ async fn worker(to: SocketAddr, job: &Job) -> io::Result<()> {
                 end - off
             )));
         }
-        let mut data = vec![0u8; len as usize];
-        let mut filled = 0;
-        while filled < data.len() {
-            let n = conn.read(&mut data[filled..]).await?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("closed after {filled} of {len} bytes of the chunk at {off}"),
-                ));
-            }
-            filled += n;
-            let total = job.got.fetch_add(n as u64, Ordering::SeqCst) + n as u64;
+        let mut counted = 0;
+        let data = http::read_body(conn, len, |filled| {
+            let n = filled - counted;
+            counted = filled;
+            let total = job.got.fetch_add(n, Ordering::SeqCst) + n;
             let t = job.started.elapsed().as_secs_f64();
             let mut p = job.progress.lock().map_err(poisoned)?;
             if p.last().is_none_or(|(lt, _)| t - lt >= 0.01) || total == job.size {
                 p.push((t, total));
             }
-        }
+            Ok(())
+        })
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("chunk at {off}: {e}")))?;
         job.parts.lock().map_err(poisoned)?.push((off, data));
     }
 }

@@ -307,6 +307,29 @@ async fn read_head(s: &mut TcpStream) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("no Content-Length"))
 }
 
+/// Reads a response body of `len` bytes from `s` into memory, calling `on_read` with the
+/// bytes read so far after every read (progress records, shared counters).
+pub async fn read_body(
+    s: &mut TcpStream,
+    len: u64,
+    mut on_read: impl FnMut(u64) -> io::Result<()>,
+) -> io::Result<Vec<u8>> {
+    let mut data = vec![0u8; len as usize];
+    let mut got = 0usize;
+    while got < data.len() {
+        let n = s.read(&mut data[got..]).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("closed after {got} of {len} bytes"),
+            ));
+        }
+        got += n;
+        on_read(got as u64)?;
+    }
+    Ok(data)
+}
+
 /// Downloads `/bytes/size` (or the range `[start, end)` of it) over `s`, keeping `s` usable
 /// for the next request.
 pub async fn get(

@@ -9,7 +9,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpSocket, TcpStream};
 
 use crate::http::{self, Fetch};
@@ -46,20 +45,12 @@ pub async fn download(
                 b - a
             )));
         }
-        let mut data = vec![0u8; len as usize];
-        let mut got = 0usize;
         let mut progress = vec![(started.elapsed().as_secs_f64(), 0u64)];
-        while got < data.len() {
-            let n = s.read(&mut data[got..]).await?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("closed after {got} of {len} bytes"),
-                ));
-            }
-            got += n;
-            progress.push((started.elapsed().as_secs_f64(), got as u64));
-        }
+        let data = http::read_body(&mut s, len, |got| {
+            progress.push((started.elapsed().as_secs_f64(), got));
+            Ok(())
+        })
+        .await?;
         Ok((data, progress))
     };
     let (ps, tethered) = tokio::try_join!(

@@ -123,7 +123,7 @@ impl Meter {
 }
 
 /// The playback clock: buffer level, stalls and startup, advanced in real time.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Playback {
     buffer_s: f64,
     playing: bool,
@@ -179,13 +179,7 @@ impl Player {
         let started = Instant::now();
         let n = (self.video_s / self.segment_s).ceil() as usize;
         let mut meter = Meter::default();
-        let mut pb = Playback {
-            buffer_s: 0.0,
-            playing: false,
-            started: false,
-            stall_s: 0.0,
-            startup_s: 0.0,
-        };
+        let mut pb = Playback::default();
         let mut last = Instant::now();
         let mut current = None;
         let (mut bits, mut switches, mut bytes, mut intact) = (0.0, 0, 0u64, true);
@@ -295,13 +289,7 @@ mod tests {
 
     #[test]
     fn playback_counts_stalls_after_start_only() {
-        let mut pb = Playback {
-            buffer_s: 0.0,
-            playing: false,
-            started: false,
-            stall_s: 0.0,
-            startup_s: 0.0,
-        };
+        let mut pb = Playback::default();
         pb.advance(1.0);
         pb.add(2.0);
         assert!(!pb.playing, "2 s < 2.5 s to start");

@@ -655,17 +655,16 @@ impl Relay {
             let now_rx = sys::mono_ms();
             let hs_id = st.hs.as_ref().map(|h| h.id);
             for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
-                let state = if Some(s.id) == hs_id {
-                    s.activity.state(&s.tcp, now)
-                } else {
-                    crate::quiet::State::Busy
-                };
-                let (ping_every, silence) =
-                    crate::quiet::Activity::timers(state, PING_EVERY, stall);
-                let silent = now_rx
-                    .saturating_sub(s.last_rx.load(Ordering::Relaxed))
-                    .min(s.activity.busy_for(now).as_millis() as u64);
-                if !s.blocked.load(Ordering::Relaxed) && u128::from(silent) >= silence.as_millis() {
+                let silent = now_rx.saturating_sub(s.last_rx.load(Ordering::Relaxed));
+                let check = s.activity.check(
+                    Some(s.id) == hs_id,
+                    &s.tcp,
+                    now,
+                    Duration::from_millis(silent),
+                    PING_EVERY,
+                    stall,
+                );
+                if !s.blocked.load(Ordering::Relaxed) && check.silent_too_long {
                     dead.push(s.id);
                     continue;
                 }
@@ -679,7 +678,7 @@ impl Relay {
                 } else {
                     s.unacked_since = None;
                 }
-                if ping_every.is_some_and(|p| {
+                if check.ping_every.is_some_and(|p| {
                     now_ms.saturating_sub(s.last_sent.load(Ordering::Relaxed))
                         >= p.as_millis() as u64
                 }) {

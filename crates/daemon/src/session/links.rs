@@ -371,16 +371,16 @@ impl Session {
         let mut ping = Vec::new();
         for (&id, l) in self.links.iter_mut() {
             // Every link here but a primary's pipes is cellular (a PS-Path or an HS-Path).
-            let state = if l.helper.is_none() {
-                l.activity.state(&l.tcp, now)
-            } else {
-                crate::quiet::State::Busy
-            };
-            let (ping_every, silence) = crate::quiet::Activity::timers(state, PING_EVERY, stall);
-            let silent = now_ms
-                .saturating_sub(l.last_rx.load(Ordering::Relaxed))
-                .min(l.activity.busy_for(now).as_millis() as u64);
-            if u128::from(silent) >= silence.as_millis() {
+            let silent = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
+            let check = l.activity.check(
+                l.helper.is_none(),
+                &l.tcp,
+                now,
+                Duration::from_millis(silent),
+                PING_EVERY,
+                stall,
+            );
+            if check.silent_too_long {
                 dead.push((id, "stalled: nothing received within the stall timeout"));
                 continue;
             }
@@ -392,7 +392,7 @@ impl Session {
             } else {
                 l.unacked_since = None;
             }
-            if ping_every.is_some_and(|p| now - l.last_sent >= p) && l.writer.pending() == 0 {
+            if check.ping_every.is_some_and(|p| now - l.last_sent >= p) && l.writer.pending() == 0 {
                 ping.push(id);
             }
         }
