@@ -142,6 +142,18 @@ fn the_paper_suite_runs_its_smoke_experiments_end_to_end() {
     let before = namespaces();
     let out = std::env::temp_dir().join(format!("mpbond-lab-paper-{}", std::process::id()));
     let dir = format!("{}/../../scenarios/paper-smoke", env!("CARGO_MANIFEST_DIR"));
+    // A mistyped --only names itself and what is there, before anything runs.
+    let typo = Command::new(env!("CARGO_BIN_EXE_mpbond"))
+        .args(["lab", "paper", "--dir", &dir, "--only", "a,z", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run mpbond lab paper --only");
+    let err = String::from_utf8_lossy(&typo.stderr);
+    assert!(!typo.status.success(), "--only z ran: {err}");
+    assert!(
+        err.contains("--only z: no such experiment") && err.contains("c-dual"),
+        "{err}"
+    );
     let r = Command::new(env!("CARGO_BIN_EXE_mpbond"))
         .args(["lab", "paper", "--dir", &dir, "--out"])
         .arg(&out)

@@ -30,8 +30,8 @@ pub struct PaperArgs {
     /// Few repetitions and the scenarios' `[quick]` cuts (under 15 minutes).
     #[arg(long)]
     quick: bool,
-    /// Only these experiments (comma-separated file stems or their number prefixes,
-    /// e.g. `02,06`).
+    /// Only these experiments (comma-separated file stems or their prefixes: `02,06`, `11`
+    /// for 11a-11d, `10a`).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
     /// Override every experiment's repetitions.
@@ -143,13 +143,31 @@ fn paper(a: PaperArgs) -> Result<()> {
         .collect();
     files.sort();
     if let Some(only) = &a.only {
-        files.retain(|f| {
-            let stem = f
-                .file_stem()
-                .map_or(String::new(), |s| s.to_string_lossy().into());
-            only.iter()
-                .any(|o| stem == *o || stem.starts_with(&format!("{o}-")))
-        });
+        let stem = |f: &PathBuf| {
+            f.file_stem()
+                .map_or(String::new(), |s| s.to_string_lossy().into_owned())
+        };
+        // `07` is `07-stable`, `11` every `11a`..`11d`, `10a` only `10a-...`; never `1` for `10`.
+        let selects = |o: &str, f: &PathBuf| {
+            let s = stem(f);
+            s.strip_prefix(o)
+                .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
+        };
+        let unknown: Vec<&str> = only
+            .iter()
+            .map(String::as_str)
+            .filter(|o| !files.iter().any(|f| selects(o, f)))
+            .collect();
+        if !unknown.is_empty() {
+            let have: Vec<String> = files.iter().map(stem).collect();
+            bail!(
+                "--only {}: no such experiment in {} (there: {})",
+                unknown.join(","),
+                a.dir.display(),
+                have.join(", ")
+            );
+        }
+        files.retain(|f| only.iter().any(|o| selects(o, f)));
     }
     if files.is_empty() {
         bail!("no experiment files selected in {}", a.dir.display());
