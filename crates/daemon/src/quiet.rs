@@ -12,7 +12,7 @@
 //!   the stall timeout of silence, as any link;
 //! - **cooling**: no data since the last check: not pinged, so the last data packet is the
 //!   radio's last activity. A ping here would come 250 ms after the data and restart the
-//!   tail: the lab measured it costing a helper about 0.4 J per download;
+//!   tail (`mpbond lab run --packets` showed it on a helper's HS-Path);
 //! - **quiet**: no data for [`QUIET_AFTER`]: pinged every [`QUIET_PING_EVERY`], dead only after
 //!   [`QUIET_SILENCE`].
 //!
