@@ -23,6 +23,17 @@ pub enum NetError {
         /// Why.
         source: std::io::Error,
     },
+    /// The scenario's congestion control is not one this kernel has.
+    #[error(
+        "congestion control {cc:?} is not available here (the kernel has: {available}); \
+         set `cc` in the scenario to one of those, or load its module (modprobe tcp_{cc})"
+    )]
+    Congestion {
+        /// What the scenario asked for.
+        cc: String,
+        /// `net.ipv4.tcp_available_congestion_control`.
+        available: String,
+    },
     /// Other I/O.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -336,10 +336,13 @@ pub fn tables(name: &str, schemes: &[String], results: &[RunResult]) -> String {
     o
 }
 
-/// Writes results.json, report.md and the plots into `dir` (a table and plots per variant).
+/// Writes results.json, report.md and the plots into `dir` (a table and plots per variant);
+/// `cc` is the testbed's TCP congestion control, named in the report because results depend
+/// on it.
 pub fn write(
     dir: &Path,
     name: &str,
+    cc: &str,
     schemes: &[String],
     results: &[RunResult],
 ) -> anyhow::Result<()> {
@@ -348,7 +351,7 @@ pub fn write(
         dir.join("results.json"),
         serde_json::to_string_pretty(results)?,
     )?;
-    let mut md = format!("# Lab report: {name}\n\n");
+    let mut md = format!("# Lab report: {name}\n\nTCP congestion control: {cc}.\n\n");
     for (i, v) in variants(results).into_iter().enumerate() {
         let rs: Vec<RunResult> = results.iter().filter(|r| r.variant == v).cloned().collect();
         let (title, prefix) = match &v {

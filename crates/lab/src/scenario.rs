@@ -44,6 +44,10 @@ pub struct LinkDef {
 fn default_delay() -> String {
     "25ms".into()
 }
+fn default_cc() -> String {
+    "cubic".into()
+}
+
 fn default_queue() -> String {
     "150KB".into()
 }
@@ -180,6 +184,12 @@ pub struct Scenario {
     /// Random-loss seed.
     #[serde(default)]
     pub seed: u64,
+    /// TCP congestion control of every testbed namespace (`net.ipv4.tcp_congestion_control`,
+    /// one per namespace): every TCP connection of every scheme uses it, the proxy's subflows
+    /// included. Default `cubic`, the paper's "decoupled CUBIC" (MPBond §6.1), so results do
+    /// not change with the host's default (BBR on some machines).
+    #[serde(default = "default_cc")]
+    pub cc: String,
     /// Variants of the topology, each run and reported on its own (`[[variant]]`).
     #[serde(default, rename = "variant")]
     pub variants: Vec<VariantDef>,
@@ -650,6 +660,7 @@ impl Scenario {
             ps2,
             helpers,
             seed: self.seed,
+            cc: self.cc.clone(),
         })
     }
 }

@@ -22,6 +22,10 @@ fn cfg(rate: RateProfile, delay_ms: u64, loss: f64) -> LinkConfig {
 }
 
 fn testbed(down: LinkConfig) -> Testbed {
+    testbed_with(down, "cubic").expect("testbed")
+}
+
+fn testbed_with(down: LinkConfig, cc: &str) -> Result<Testbed, netns::NetError> {
     // SAFETY: geteuid has no preconditions.
     #[allow(unsafe_code)]
     let root = unsafe { libc::geteuid() } == 0;
@@ -39,8 +43,8 @@ fn testbed(down: LinkConfig) -> Testbed {
         ps2: None,
         helpers: vec![],
         seed: 7,
+        cc: cc.into(),
     })
-    .expect("testbed")
 }
 
 /// Sends 1500-byte IP packets (1472-byte UDP payloads) from the proxy to the primary at
@@ -201,5 +205,28 @@ fn trace_replays_at_its_mean_rate() {
         err < 0.03,
         "trace mean {mean:.0} bit/s, replayed {bps:.0} ({:.1}%)",
         err * 100.0
+    );
+}
+
+#[test]
+fn every_namespace_uses_the_scenarios_congestion_control() {
+    // Reno is never a host default, so seeing it proves the testbed set it.
+    let tb = testbed_with(cfg(RateProfile::constant(10e6), 5, 0.0), "reno").expect("testbed");
+    for n in tb.namespaces() {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", n, "sysctl", "-n"])
+            .arg("net.ipv4.tcp_congestion_control")
+            .output()
+            .expect("sysctl");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "reno", "{n}");
+    }
+    drop(tb);
+    let err = testbed_with(cfg(RateProfile::constant(10e6), 5, 0.0), "nosuchcc")
+        .err()
+        .expect("an unknown congestion control must fail");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("\"nosuchcc\"") && msg.contains("cubic"),
+        "the error names the request and what the kernel has: {msg}"
     );
 }

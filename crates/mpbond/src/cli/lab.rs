@@ -314,7 +314,7 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
             }
         }
     }
-    report::write(out, &sc.name, &sc.schemes, &results)?;
+    report::write(out, &sc.name, &sc.cc, &sc.schemes, &results)?;
     // The scratch space goes unless it holds the packet logs that were asked for.
     if !packet_log {
         let _ = std::fs::remove_dir_all(&env.work);
