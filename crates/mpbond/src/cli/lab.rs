@@ -37,6 +37,10 @@ pub struct PaperArgs {
     /// Override every experiment's repetitions.
     #[arg(long)]
     reps: Option<usize>,
+    /// Override every experiment's TCP congestion control (scenario key `cc`, default cubic
+    /// as in MPBond §6.1), e.g. `bbr`.
+    #[arg(long)]
+    cc: Option<String>,
     /// Where the experiment files are.
     #[arg(long, default_value = "scenarios/paper")]
     dir: PathBuf,
@@ -54,6 +58,9 @@ pub struct RunArgs {
     /// Override the scenario's repetitions.
     #[arg(long)]
     reps: Option<usize>,
+    /// Override the scenario's TCP congestion control (`cc`, default cubic), e.g. `bbr`.
+    #[arg(long)]
+    cc: Option<String>,
     /// Only these schemes (comma-separated): single, kibbutz, kibbutz-n, combine (or
     /// combine-<chunk>, e.g. combine-64KiB), mpbond-naive, mpbond, mpbond-paper,
     /// mptcp-wifi-lte.
@@ -93,6 +100,9 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             let mut sc = Scenario::load(&a.scenario)?;
             if let Some(r) = a.reps {
                 sc.reps = r;
+            }
+            if let Some(cc) = a.cc {
+                sc.cc = cc;
             }
             if let Some(s) = a.schemes {
                 for x in &s {
@@ -199,6 +209,9 @@ fn paper(a: PaperArgs) -> Result<()> {
         if let Some(r) = a.reps {
             sc.reps = r;
         }
+        if let Some(cc) = &a.cc {
+            sc.cc = cc.clone();
+        }
         let t = std::time::Instant::now();
         let results = execute(&sc, &out.join(&stem), false)?;
         let label = format!("{stem} ({})", sc.paper.as_deref().unwrap_or(&sc.name));
@@ -214,8 +227,10 @@ fn paper(a: PaperArgs) -> Result<()> {
     }
     let table = mpbond_lab::claim::table(&outcomes);
     let md = format!(
-        "# MPBond §6 side by side{}\n\n{table}\n{}\n\nTotal {:.0} s.\n",
+        "# MPBond §6 side by side{}{}\n\n{table}\n{}\n\nTotal {:.0} s.\n",
         if a.quick { " (quick)" } else { "" },
+        a.cc.as_ref()
+            .map_or(String::new(), |cc| format!(", TCP {cc}")),
         notes.join("\n"),
         began.elapsed().as_secs_f64()
     );
