@@ -113,6 +113,16 @@ pub struct Tuning {
     /// PAMS reinjection (MPBond §4.3.4); off only to measure what it buys (§6.2). Failed
     /// subflows are rescued either way.
     pub pams_reinjection: bool,
+    /// Kernel pacing on every link (MPBond's subflows and pipes): the kernel spreads each
+    /// congestion window over the round trip instead of sending it in one burst. Without it,
+    /// the burst a link sends when the scheduler refills it queues at a cellular bottleneck,
+    /// and CUBIC's HyStart reads that self-made delay as a full path and leaves slow start
+    /// early: on the LTE traces of docs/evaluation.md (10a) a helper subflow left it at 28
+    /// packets, 43 KB into a 4 MB download, and crawled up by one packet per round trip.
+    pub pacing: bool,
+    /// Congestion control of every link (TCP_CONGESTION, e.g. `"bbr"`); empty keeps the
+    /// system's default. The paper's proxy ran CUBIC on each subflow (MPBond §6.1).
+    pub congestion: String,
     /// Runtime worker threads; 0 picks one per core for a process running the proxy (many
     /// independent sessions) and one otherwise (a device's few sessions run best without
     /// cross-core wakeups between their tasks; docs/performance.md).
@@ -133,6 +143,8 @@ impl Default for Tuning {
             insecure: false,
             pams_lookahead: mpbond_core::scheduler::LOOKAHEAD_RTTS,
             pams_reinjection: true,
+            pacing: true,
+            congestion: String::new(),
             threads: 0,
         }
     }
@@ -404,6 +416,17 @@ impl Config {
         if t.stream_buffer.0 < t.segment.0 || t.recv_window.0 < t.segment.0 {
             return Err("tuning.stream_buffer and recv_window must hold a segment".into());
         }
+        if t.congestion.len() > 15
+            || !t
+                .congestion
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Err(format!(
+                "tuning.congestion {:?}: a kernel congestion control name such as \"cubic\" or \"bbr\" (at most 15 letters, digits or _), or empty for the system default",
+                t.congestion
+            ));
+        }
         if !(t.pams_lookahead.is_finite() && t.pams_lookahead >= 0.0) {
             return Err(
                 "tuning.pams_lookahead must be a number of RTTs >= 0 (0: the paper's rule)".into(),
@@ -569,6 +592,17 @@ allow = [{{ name = "friend", key = "{}" }}]
         )
         .unwrap_err();
         assert!(e.to_string().contains("pams_lookahead"), "{e}");
+        let e = Config::parse(
+            "key = \"k\"\n[tuning]\ncongestion = \"bbr; x\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
+            p,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("tuning.congestion"), "{e}");
+        Config::parse(
+            "key = \"k\"\n[tuning]\ncongestion = \"bbr\"\npacing = false\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
+            p,
+        )
+        .expect("a congestion control name and pacing off are valid");
         let e = Config::parse(
             "key = \"k\"\n[control]\nlisten = \"0.0.0.0:9\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
             p,

@@ -125,6 +125,27 @@ fn prepare(sock: &TcpStream) -> io::Result<()> {
     sock.set_nodelay(true)
 }
 
+/// Applies the link settings of `tuning` to an established link's socket: the low-water
+/// mark (the scheduler decides late), kernel pacing and the congestion control. Used by the
+/// session (proxy and primary) and by the helper's relay, so every link of mpbond sends the
+/// same way. Failures are logged and the link is kept: it still works, only less well.
+pub fn tune(sock: &TcpStream, tuning: &crate::config::Tuning) {
+    if let Err(e) = crate::sys::set_notsent_lowat(sock, tuning.lowat.0 as u32) {
+        tracing::warn!(error = %e, "TCP_NOTSENT_LOWAT not set");
+    }
+    if tuning.pacing {
+        if let Err(e) = crate::sys::set_pacing(sock) {
+            tracing::warn!(error = %e, "kernel pacing not set");
+        }
+    }
+    if !tuning.congestion.is_empty() {
+        if let Err(e) = crate::sys::set_congestion(sock, &tuning.congestion) {
+            tracing::warn!(congestion = %tuning.congestion, error = %e,
+                "congestion control not set (see /proc/sys/net/ipv4/tcp_available_congestion_control)");
+        }
+    }
+}
+
 /// Opens a link as initiator to a peer whose public key we know.
 pub async fn connect(
     mut sock: TcpStream,

@@ -188,6 +188,50 @@ pub fn set_notsent_lowat(fd: &impl AsRawFd, bytes: u32) -> io::Result<()> {
     )
 }
 
+/// Turns on the kernel's TCP pacing (SO_MAX_PACING_RATE with no cap that matters): the
+/// socket then sends at about 2 x cwnd/srtt in slow start and 1.2 x in congestion avoidance
+/// instead of in line-rate bursts, whatever its congestion control. Any value but "unset"
+/// (all ones) switches pacing on; this one caps nothing.
+pub fn set_pacing(fd: &impl AsRawFd) -> io::Result<()> {
+    let no_cap: u64 = u64::MAX - 1;
+    setsockopt_raw(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_MAX_PACING_RATE,
+        &no_cap.to_ne_bytes(),
+    )
+}
+
+/// Sets the socket's congestion control (TCP_CONGESTION), e.g. `cubic` or `bbr`.
+pub fn set_congestion(fd: &impl AsRawFd, name: &str) -> io::Result<()> {
+    setsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
+}
+
+/// The socket's congestion control.
+pub fn congestion(fd: &impl AsRawFd) -> io::Result<String> {
+    let raw: [u8; 16] = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION)?;
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
+}
+
+fn setsockopt_raw(fd: &impl AsRawFd, level: i32, name: i32, value: &[u8]) -> io::Result<()> {
+    // SAFETY: `value` is readable for its length, which is what the kernel is told.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            value.as_ptr().cast(),
+            value.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// True when the kernel would report the socket writable now. For a TCP socket with
 /// TCP_NOTSENT_LOWAT that means fewer than the mark's bytes wait to be sent. A `poll()` that
 /// finds it not writable also marks the socket (SOCK_NOSPACE) so that the kernel raises a
@@ -294,6 +338,20 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn pacing_and_congestion_control_are_set_per_socket() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        set_pacing(&c).unwrap();
+        let cap: u64 = getsockopt(&c, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE).unwrap();
+        assert_eq!(cap, u64::MAX - 1, "pacing on, no cap");
+        // Reno is built into every kernel and is never the default.
+        set_congestion(&c, "reno").unwrap();
+        assert_eq!(congestion(&c).unwrap(), "reno");
+        let e = set_congestion(&c, "no-such-cc").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+    }
 
     #[test]
     fn tcp_info_and_outq_on_a_loopback_connection() {

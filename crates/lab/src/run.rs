@@ -811,6 +811,8 @@ fn start_mpbond(
     let tuning = match variant {
         MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\n",
         MpbondVariant::NoReinject => "[tuning]\npams_reinjection = false\n",
+        MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
+        MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
         _ => "",
     };
     let helper_extra = match variant {

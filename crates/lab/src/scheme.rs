@@ -29,10 +29,14 @@ pub enum MpbondVariant {
     /// PAMS fed the helper's directly measured buffering delay instead of B_p/Th_p (§6.2,
     /// "Estimating Pipe Buffering").
     MeasuredBuffering,
+    /// Without kernel pacing on its links (`tuning.pacing = false`): what pacing buys.
+    Unpaced,
+    /// BBR on every link (`tuning.congestion = "bbr"`) instead of the testbed's `cc`.
+    Bbr,
 }
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 7] = [
+    const ALL: [MpbondVariant; 9] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -40,6 +44,8 @@ impl MpbondVariant {
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
         MpbondVariant::MeasuredBuffering,
+        MpbondVariant::Unpaced,
+        MpbondVariant::Bbr,
     ];
 
     fn name(self) -> &'static str {
@@ -51,6 +57,8 @@ impl MpbondVariant {
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
+            MpbondVariant::Unpaced => "mpbond-unpaced",
+            MpbondVariant::Bbr => "mpbond-bbr",
         }
     }
 }
@@ -235,6 +243,8 @@ mod tests {
             "mpbond@3",
             "combine-64KiB@2",
             "mpbond-no-reinject",
+            "mpbond-unpaced",
+            "mpbond-bbr@2",
         ] {
             assert_eq!(Scheme::parse(name).unwrap().to_string(), name);
         }

@@ -178,7 +178,7 @@ impl Relay {
         let sock = writer.sock().clone();
         let last_rx = reader.last_rx();
         let blocked = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let _ = sys::set_notsent_lowat(sock.as_ref(), self.shared.tuning.lowat.0 as u32);
+        crate::link::tune(sock.as_ref(), &self.shared.tuning);
         let peer = sock
             .peer_addr()
             .map(|a| a.to_string())

@@ -87,7 +87,7 @@ impl Session {
         let last_rx = reader.last_rx();
         let sock = writer.sock().clone();
         let lowat = self.spec.tuning.lowat.0;
-        let _ = sys::set_notsent_lowat(sock.as_ref(), lowat as u32);
+        crate::link::tune(sock.as_ref(), &self.spec.tuning);
         let peer_addr = sock
             .peer_addr()
             .map(|a| a.to_string())
