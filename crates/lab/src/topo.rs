@@ -144,6 +144,23 @@ impl Testbed {
         for h in &names.helpers {
             ns.add(h)?;
         }
+        // One congestion control for the whole testbed, whatever the host's default,
+        // set before any device is built so that a wrong name fails at once
+        // (MPBond §6.1 ran CUBIC on every path; BBR, a common host default, behaves very
+        // differently on drop-tail queues and LTE traces).
+        let setting = format!("net.ipv4.tcp_congestion_control={}", spec.cc);
+        for n in ns.names() {
+            let set = ["ip", "netns", "exec", n, "sysctl", "-qw", &setting];
+            if spec.cc.is_empty() || crate::netns::sh(&set).is_err() {
+                let available =
+                    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+                        .unwrap_or_default();
+                return Err(NetError::Congestion {
+                    cc: spec.cc.clone(),
+                    available: available.trim().to_string(),
+                });
+            }
+        }
         // Proxy–origin: a veth pair, no emulation.
         let (vp, vo) = (format!("{prefix}wp"), format!("{prefix}wo"));
         crate::netns::sh(&[
@@ -308,22 +325,6 @@ impl Testbed {
                 "-c",
                 "sysctl -qw net.ipv4.ip_forward=1 && for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done && { for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do echo 1 > $f 2>/dev/null; done; true; }",
             ])?;
-        }
-        // One congestion control for the whole testbed, whatever the host's default
-        // (MPBond §6.1 ran CUBIC on every path; BBR, a common host default, behaves very
-        // differently on drop-tail queues and LTE traces).
-        let setting = format!("net.ipv4.tcp_congestion_control={}", spec.cc);
-        for n in ns.names() {
-            let set = ["ip", "netns", "exec", n, "sysctl", "-qw", &setting];
-            if spec.cc.is_empty() || crate::netns::sh(&set).is_err() {
-                let available =
-                    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-                        .unwrap_or_default();
-                return Err(NetError::Congestion {
-                    cc: spec.cc.clone(),
-                    available: available.trim().to_string(),
-                });
-            }
         }
         let pipe_devs = routes.iter().map(|(_, dev, _)| dev.clone()).collect();
         let emu = Emulator::start(links, spec.seed)?;
