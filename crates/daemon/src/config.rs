@@ -416,12 +416,7 @@ impl Config {
         if t.stream_buffer.0 < t.segment.0 || t.recv_window.0 < t.segment.0 {
             return Err("tuning.stream_buffer and recv_window must hold a segment".into());
         }
-        if t.congestion.len() > 15
-            || !t
-                .congestion
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        {
+        if !(t.congestion.is_empty() || crate::sys::is_congestion_name(&t.congestion)) {
             return Err(format!(
                 "tuning.congestion {:?}: a kernel congestion control name such as \"cubic\" or \"bbr\" (at most 15 letters, digits or _), or empty for the system default",
                 t.congestion

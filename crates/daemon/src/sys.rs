@@ -202,6 +202,15 @@ pub fn set_pacing(fd: &impl AsRawFd) -> io::Result<()> {
     )
 }
 
+/// Whether `name` can be a kernel congestion control name: 1 to 15 letters, digits or `_`
+/// (TCP_CA_NAME_MAX is 16 with the NUL). Checked before the name reaches a sysctl path,
+/// a module name or a socket option.
+pub fn is_congestion_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 15
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 /// Sets the socket's congestion control (TCP_CONGESTION), e.g. `cubic` or `bbr`.
 pub fn set_congestion(fd: &impl AsRawFd, name: &str) -> io::Result<()> {
     setsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())

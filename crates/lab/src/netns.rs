@@ -34,9 +34,71 @@ pub enum NetError {
         /// `net.ipv4.tcp_available_congestion_control`.
         available: String,
     },
+    /// The kernel has the congestion control, but only the initial network namespace may
+    /// make it a default and it is not in the host's allowed list, which this process could
+    /// not extend.
+    #[error(
+        "congestion control {cc:?} is available but not allowed in network namespaces \
+         (net.ipv4.tcp_allowed_congestion_control is \"{allowed}\") and adding it failed: \
+         {reason}; as root run: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"{allowed} {cc}\""
+    )]
+    CongestionNotAllowed {
+        /// What the scenario asked for.
+        cc: String,
+        /// `net.ipv4.tcp_allowed_congestion_control`.
+        allowed: String,
+        /// Why it could not be added.
+        reason: String,
+    },
     /// Other I/O.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
+fn cc_list(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Makes `cc` usable as the default congestion control of a new network namespace.
+///
+/// The kernel lets a namespace other than the initial one default only to an algorithm in
+/// the host's `net.ipv4.tcp_allowed_congestion_control` (anything else is `EPERM`), and
+/// that list holds just `reno` and the host's own default unless someone added more. So a
+/// host defaulting to BBR cannot give a testbed CUBIC, the congestion control of MPBond
+/// §6.1, until CUBIC is allowed. This adds `cc` to the list (a global, additive change: it
+/// also lets unprivileged sockets pick `cc`; it is left in place because concurrent
+/// testbeds may rely on it), loading its module first if the kernel lacks it.
+pub fn allow_congestion(cc: &str) -> Result<(), NetError> {
+    let has = |list: &str| list.split_whitespace().any(|a| a == cc);
+    let valid = mpbond_daemon::sys::is_congestion_name(cc);
+    if valid && !has(&cc_list(AVAILABLE_CC)) {
+        // Not built in: the module may exist (tcp_cubic, tcp_htcp, ...).
+        let _ = sh(&["modprobe", "-q", &format!("tcp_{cc}")]);
+    }
+    if !valid || !has(&cc_list(AVAILABLE_CC)) {
+        return Err(NetError::Congestion {
+            cc: cc.to_string(),
+            available: cc_list(AVAILABLE_CC),
+        });
+    }
+    let allowed = cc_list(ALLOWED_CC);
+    if has(&allowed) {
+        return Ok(());
+    }
+    let wanted = format!("{allowed} {cc}");
+    std::fs::write(ALLOWED_CC, &wanted).map_err(|e| NetError::CongestionNotAllowed {
+        cc: cc.to_string(),
+        allowed: allowed.clone(),
+        reason: e.to_string(),
+    })?;
+    tracing::info!(cc, allowed = %wanted, "allowed a congestion control in network namespaces");
+    Ok(())
 }
 
 /// Runs a command, failing with its stderr.

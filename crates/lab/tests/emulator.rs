@@ -230,3 +230,48 @@ fn every_namespace_uses_the_scenarios_congestion_control() {
         "the error names the request and what the kernel has: {msg}"
     );
 }
+
+#[test]
+fn a_congestion_control_the_host_does_not_allow_in_namespaces_is_allowed_first() {
+    // A namespace may default only to an algorithm in the host's allowed list (else
+    // EPERM); on a host defaulting to BBR that list lacks CUBIC, the lab's default.
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/{f}"))
+            .expect(f)
+            .trim()
+            .to_string()
+    };
+    let default = read("tcp_congestion_control");
+    let available = read("tcp_available_congestion_control");
+    let cc = available
+        .split_whitespace()
+        .find(|a| *a != default && *a != "reno")
+        .expect("the kernel has a congestion control besides reno and the default")
+        .to_string();
+    // Take it out of the allowed list, as on a host that never allowed it.
+    let allowed: Vec<String> = read("tcp_allowed_congestion_control")
+        .split_whitespace()
+        .filter(|a| *a != cc)
+        .map(str::to_string)
+        .collect();
+    std::fs::write(
+        "/proc/sys/net/ipv4/tcp_allowed_congestion_control",
+        allowed.join(" "),
+    )
+    .expect("shrink the allowed list");
+    let tb = testbed_with(cfg(RateProfile::constant(10e6), 5, 0.0), &cc).expect("testbed");
+    for n in tb.namespaces() {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", n, "sysctl", "-n"])
+            .arg("net.ipv4.tcp_congestion_control")
+            .output()
+            .expect("sysctl");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), cc, "{n}");
+    }
+    assert!(
+        read("tcp_allowed_congestion_control")
+            .split_whitespace()
+            .any(|a| a == cc),
+        "{cc} allowed again"
+    );
+}
