@@ -126,6 +126,8 @@ pub struct PamsConfig {
     /// is that idle time ([`PathView::wan_idle`]), at most this: a recall that saves a
     /// tenth of a second 0.1 s after the helper's last feedback is worth it (both devices'
     /// radios and pipes stop sooner), one that wakes a helper idle for seconds is not.
+    /// The same bound applies to new data for a helper that already did its share of a
+    /// finite transfer (`Pams::wake_cost`); zero turns both off.
     pub wake_gain: Duration,
 }
 
@@ -163,6 +165,73 @@ impl Pams {
     pub fn config(&self) -> &PamsConfig {
         &self.cfg
     }
+
+    /// The gain, in seconds of the transfer's finish, that sending more on `p` must bring:
+    /// nonzero only for a helper subflow that already did its share of a finite transfer
+    /// (its HS-Path has nothing queued and has been quiet, the helper's buffer still
+    /// drains into the pipe). Algorithm 1 planned a common finish there, so every later
+    /// decision sits on a knife edge between the helper and the direct path and small
+    /// estimation noise sends a few kilobytes back to the helper, each stretching its
+    /// cellular radio's active time (measured: ~170 KB in trickles over the 1.5 s after
+    /// the HS-Path's share was done, MPBond Figure 5's setting, 10% more helper energy).
+    /// As for recalls ([`PamsConfig::wake_gain`]), the cost is the time the HS-Path has
+    /// been idle, at most `wake_gain`; unknown idleness (infinity) costs nothing, so a
+    /// caller without radio state gets Algorithm 1. An mpbond addition to §4.3.3.
+    fn wake_cost(&self, ctx: &SchedContext, p: &PathView) -> f64 {
+        if ctx.finite
+            && p.kind == PathKind::Helper
+            && p.queued == 0
+            && p.outstanding > 0
+            && p.wan_idle.is_finite()
+        {
+            p.wan_idle.clamp(0.0, self.cfg.wake_gain.as_secs_f64())
+        } else {
+            0.0
+        }
+    }
+}
+
+/// When `bytes` more would be delivered if every subflow sent from its PAD on at its
+/// effective throughput (water-filling: the level `L` with `sum (L - PAD_i)+ * Th_i =
+/// bytes`). Infinity when no subflow has a throughput.
+fn finish_level(subflows: &[(f64, f64)], bytes: f64) -> f64 {
+    let mut s: Vec<(f64, f64)> = subflows
+        .iter()
+        .copied()
+        .filter(|&(_, th)| th > 0.0)
+        .collect();
+    s.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut rate, mut left) = (0.0, bytes);
+    for k in 0..s.len() {
+        rate += s[k].1;
+        let level = s[k].0 + left / rate;
+        match s.get(k + 1) {
+            Some(&(next, _)) if level > next => left -= (next - s[k].0) * rate,
+            _ => return level,
+        }
+    }
+    f64::INFINITY
+}
+
+/// How much sooner `bytes` would be delivered with subflow `t` than without it, seconds.
+fn finish_gain(paths: &[PathView], t: usize, bytes: f64) -> f64 {
+    let all: Vec<(f64, f64)> = paths
+        .iter()
+        .map(|p| (pad(p), p.effective_throughput()))
+        .collect();
+    let rest: Vec<(f64, f64)> = all
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != t)
+        .map(|(_, x)| *x)
+        .collect();
+    let without = finish_level(&rest, bytes);
+    let with = finish_level(&all, bytes);
+    if without.is_finite() {
+        without - with
+    } else {
+        f64::INFINITY
+    }
 }
 
 impl Default for Pams {
@@ -185,37 +254,38 @@ impl Scheduler for Pams {
     /// ([`PamsConfig::lookahead_rtts`]) what is left to send counts at most what all
     /// subflows can deliver within that horizon.
     fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
-        let mut target: Option<(usize, f64)> = None;
-        for (i, p) in paths.iter().enumerate() {
-            if !p.idle {
-                continue;
-            }
-            let d = pad(p);
-            if target.is_none_or(|(_, best)| d < best) {
-                target = Some((i, d));
-            }
-        }
-        let Some((t, pad_t)) = target else {
-            return Decision::Defer;
-        };
-        let diff: f64 = paths
-            .iter()
-            .filter(|p| !p.idle)
-            .map(|p| (pad(p), p.effective_throughput()))
-            .filter(|&(d, _)| d < pad_t)
-            .map(|(d, th)| (pad_t - d) * th)
-            .sum();
         let backlog = match self.cfg.lookahead_rtts {
             Some(r) if !ctx.finite => (ctx.untransmitted as f64).min(lookahead_bytes(paths, r)),
             _ => ctx.untransmitted as f64,
         };
-        if diff > backlog {
-            Decision::Defer
-        } else {
-            Decision::Send(paths[t].id)
+        // Idle subflows by PAD: the first is Algorithm 1's target. A later one is tried only
+        // when an earlier one would wake a finished helper for too little (`wake_cost`).
+        let mut idle: Vec<(usize, f64)> = paths
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.idle)
+            .map(|(i, p)| (i, pad(p)))
+            .collect();
+        idle.sort_by(|a, b| a.1.total_cmp(&b.1));
+        for &(t, pad_t) in &idle {
+            let diff: f64 = paths
+                .iter()
+                .filter(|p| !p.idle)
+                .map(|p| (pad(p), p.effective_throughput()))
+                .filter(|&(d, _)| d < pad_t)
+                .map(|(d, th)| (pad_t - d) * th)
+                .sum();
+            if diff > backlog {
+                return Decision::Defer;
+            }
+            let cost = self.wake_cost(ctx, &paths[t]);
+            if cost > 0.0 && finish_gain(paths, t, backlog) < cost {
+                continue;
+            }
+            return Decision::Send(paths[t].id);
         }
+        Decision::Defer
     }
-
     /// Reinjection (§4.3.4): when nothing is left unscheduled and
     /// `(maxPAD - minPAD) / minPAD > eta`, recall bytes from the subflow with the largest PAD:
     /// `(maxPAD - minPAD) * B` with `B` that subflow's effective throughput ([`RecallAmount`]
@@ -492,6 +562,76 @@ mod tests {
         let mut short = paths.clone();
         short[0].rtt = 0.03; // PAD0 = 0.015: the same recall is now worth it
         assert!(balanced().reinjection(&ctx(0), &short).is_some());
+    }
+
+    #[test]
+    fn finish_level_fills_the_earliest_subflows_first() {
+        // PAD 0 and 1 s, 1 byte/s each: 3 bytes end at 2 s (2 on the first, 1 on the second).
+        assert!(close(finish_level(&[(1.0, 1.0), (0.0, 1.0)], 3.0), 2.0));
+        // 0.5 bytes fit before the second subflow starts.
+        assert!(close(finish_level(&[(0.0, 1.0), (1.0, 1.0)], 0.5), 0.5));
+        assert!(finish_level(&[(0.0, 0.0)], 1.0).is_infinite());
+    }
+
+    fn finite(untransmitted: u64) -> SchedContext {
+        SchedContext {
+            finite: true,
+            ..ctx(untransmitted)
+        }
+    }
+
+    #[test]
+    fn a_helper_that_did_its_share_is_not_woken_for_a_knife_edge_gain() {
+        // End of a download: PS busy (PAD 0.121 s), the helper's HS-Path done and quiet for
+        // 0.3 s, its buffer draining (PAD 0.187 s). Algorithm 1 sends 8 750 of the 50 000
+        // bytes left to the helper: 7 ms sooner, for 0.3 s more of its radio.
+        let mut paths = vec![
+            direct(0, 50.0, 5.0, 60_000, false),
+            helper(1, 50.0, 10.0, 0, 4.0, 5.0, 100_000, true),
+        ];
+        paths[1].wan_idle = 0.3;
+        let gain = finish_gain(&paths, 1, 50_000.0);
+        assert!(close(gain, 0.201 - 0.194), "{gain}");
+        assert_eq!(
+            Pams::default().select(&finite(50_000), &paths),
+            Decision::Defer
+        );
+        // The same with unknown idleness, during a stream, or with the radio never quiet:
+        // Algorithm 1 unchanged.
+        let mut unknown = paths.clone();
+        unknown[1].wan_idle = f64::INFINITY;
+        let mut busy_radio = paths.clone();
+        busy_radio[1].wan_idle = 0.0;
+        for (p, c) in [
+            (&unknown, finite(50_000)),
+            (&busy_radio, finite(50_000)),
+            (&paths, ctx(50_000)),
+        ] {
+            assert_eq!(Pams::default().select(&c, p), Decision::Send(SubflowId(1)));
+        }
+        // 2 MB left: the helper brings the finish 1.57 s forward, worth even a 1 s wake.
+        let mut long_idle = paths.clone();
+        long_idle[1].wan_idle = 5.0;
+        assert_eq!(
+            Pams::default().select(&finite(2_000_000), &long_idle),
+            Decision::Send(SubflowId(1))
+        );
+        // The helper's PAD is the smallest but the PS-Path is idle too: the segment goes
+        // there instead of waiting (helper gain 0.071 s < 0.3 s).
+        let mut both_idle = vec![
+            direct(0, 50.0, 5.0, 60_000, true),
+            helper(1, 50.0, 10.0, 0, 4.0, 5.0, 20_000, true),
+        ];
+        both_idle[1].wan_idle = 0.3;
+        assert_eq!(
+            Pams::default().select(&finite(50_000), &both_idle),
+            Decision::Send(SubflowId(0))
+        );
+        both_idle[1].wan_idle = 0.05;
+        assert_eq!(
+            Pams::default().select(&finite(50_000), &both_idle),
+            Decision::Send(SubflowId(1))
+        );
     }
 
     #[test]
