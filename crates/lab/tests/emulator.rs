@@ -208,17 +208,22 @@ fn trace_replays_at_its_mean_rate() {
     );
 }
 
+/// The default congestion control inside namespace `n`.
+fn namespace_cc(n: &str) -> String {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", n, "sysctl", "-n"])
+        .arg("net.ipv4.tcp_congestion_control")
+        .output()
+        .expect("sysctl");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 #[test]
 fn every_namespace_uses_the_scenarios_congestion_control() {
     // Reno is never a host default, so seeing it proves the testbed set it.
     let tb = testbed_with(cfg(RateProfile::constant(10e6), 5, 0.0), "reno").expect("testbed");
     for n in tb.namespaces() {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", n, "sysctl", "-n"])
-            .arg("net.ipv4.tcp_congestion_control")
-            .output()
-            .expect("sysctl");
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "reno", "{n}");
+        assert_eq!(namespace_cc(n), "reno", "{n}");
     }
     drop(tb);
     let err = testbed_with(cfg(RateProfile::constant(10e6), 5, 0.0), "nosuchcc")
@@ -261,12 +266,7 @@ fn a_congestion_control_the_host_does_not_allow_in_namespaces_is_allowed_first()
     .expect("shrink the allowed list");
     let tb = testbed_with(cfg(RateProfile::constant(10e6), 5, 0.0), &cc).expect("testbed");
     for n in tb.namespaces() {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", n, "sysctl", "-n"])
-            .arg("net.ipv4.tcp_congestion_control")
-            .output()
-            .expect("sysctl");
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), cc, "{n}");
+        assert_eq!(namespace_cc(n), cc, "{n}");
     }
     assert!(
         read("tcp_allowed_congestion_control")

@@ -258,16 +258,23 @@ impl Scheduler for Pams {
             Some(r) if !ctx.finite => (ctx.untransmitted as f64).min(lookahead_bytes(paths, r)),
             _ => ctx.untransmitted as f64,
         };
-        // Idle subflows by PAD: the first is Algorithm 1's target. A later one is tried only
-        // when an earlier one would wake a finished helper for too little (`wake_cost`).
-        let mut idle: Vec<(usize, f64)> = paths
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.idle)
-            .map(|(i, p)| (i, pad(p)))
-            .collect();
-        idle.sort_by(|a, b| a.1.total_cmp(&b.1));
-        for &(t, pad_t) in &idle {
+        // The idle subflow with the smallest PAD is Algorithm 1's target. The next one is
+        // tried only when it would wake a finished helper for too little (`wake_cost`).
+        let mut passed: Vec<bool> = Vec::new();
+        loop {
+            let mut target: Option<(usize, f64)> = None;
+            for (i, p) in paths.iter().enumerate() {
+                if !p.idle || passed.get(i).copied().unwrap_or(false) {
+                    continue;
+                }
+                let d = pad(p);
+                if target.is_none_or(|(_, best)| d < best) {
+                    target = Some((i, d));
+                }
+            }
+            let Some((t, pad_t)) = target else {
+                return Decision::Defer;
+            };
             let diff: f64 = paths
                 .iter()
                 .filter(|p| !p.idle)
@@ -280,12 +287,15 @@ impl Scheduler for Pams {
             }
             let cost = self.wake_cost(ctx, &paths[t]);
             if cost > 0.0 && finish_gain(paths, t, backlog) < cost {
+                // Rare (the end of a transfer): only now does the pass list allocate.
+                passed.resize(paths.len(), false);
+                passed[t] = true;
                 continue;
             }
             return Decision::Send(paths[t].id);
         }
-        Decision::Defer
     }
+
     /// Reinjection (§4.3.4): when nothing is left unscheduled and
     /// `(maxPAD - minPAD) / minPAD > eta`, recall bytes from the subflow with the largest PAD:
     /// `(maxPAD - minPAD) * B` with `B` that subflow's effective throughput ([`RecallAmount`]
