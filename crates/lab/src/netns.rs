@@ -77,14 +77,16 @@ fn cc_list(path: &str) -> String {
 pub fn allow_congestion(cc: &str) -> Result<(), NetError> {
     let has = |list: &str| list.split_whitespace().any(|a| a == cc);
     let valid = mpbond_daemon::sys::is_congestion_name(cc);
-    if valid && !has(&cc_list(AVAILABLE_CC)) {
+    let mut available = cc_list(AVAILABLE_CC);
+    if valid && !has(&available) {
         // Not built in: the module may exist (tcp_cubic, tcp_htcp, ...).
         let _ = sh(&["modprobe", "-q", &format!("tcp_{cc}")]);
+        available = cc_list(AVAILABLE_CC);
     }
-    if !valid || !has(&cc_list(AVAILABLE_CC)) {
+    if !valid || !has(&available) {
         return Err(NetError::Congestion {
             cc: cc.to_string(),
-            available: cc_list(AVAILABLE_CC),
+            available,
         });
     }
     let allowed = cc_list(ALLOWED_CC);

@@ -178,13 +178,19 @@ impl Pams {
     /// been idle, at most `wake_gain`; unknown idleness (infinity) costs nothing, so a
     /// caller without radio state gets Algorithm 1. An mpbond addition to §4.3.3.
     fn wake_cost(&self, ctx: &SchedContext, p: &PathView) -> f64 {
-        if ctx.finite
-            && p.kind == PathKind::Helper
-            && p.queued == 0
-            && p.outstanding > 0
-            && p.wan_idle.is_finite()
-        {
-            p.wan_idle.clamp(0.0, self.cfg.wake_gain.as_secs_f64())
+        if ctx.finite && p.outstanding > 0 && p.wan_idle.is_finite() {
+            self.quiet_helper_cost(p).max(0.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// What touching a helper subflow with nothing left on its HS-Path costs its cellular
+    /// radio, in seconds of gain a recall or new data must bring: the time the HS-Path has
+    /// been idle, at most [`PamsConfig::wake_gain`]. Zero for any other subflow.
+    fn quiet_helper_cost(&self, p: &PathView) -> f64 {
+        if p.kind == PathKind::Helper && p.queued == 0 {
+            p.wan_idle.min(self.cfg.wake_gain.as_secs_f64())
         } else {
             0.0
         }
@@ -215,18 +221,13 @@ fn finish_level(subflows: &[(f64, f64)], bytes: f64) -> f64 {
 
 /// How much sooner `bytes` would be delivered with subflow `t` than without it, seconds.
 fn finish_gain(paths: &[PathView], t: usize, bytes: f64) -> f64 {
-    let all: Vec<(f64, f64)> = paths
+    let mut subflows: Vec<(f64, f64)> = paths
         .iter()
         .map(|p| (pad(p), p.effective_throughput()))
         .collect();
-    let rest: Vec<(f64, f64)> = all
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != t)
-        .map(|(_, x)| *x)
-        .collect();
-    let without = finish_level(&rest, bytes);
-    let with = finish_level(&all, bytes);
+    let with = finish_level(&subflows, bytes);
+    subflows.remove(t);
+    let without = finish_level(&subflows, bytes);
     if without.is_finite() {
         without - with
     } else {
@@ -340,10 +341,7 @@ impl Scheduler for Pams {
         // helper; recalling from it sends the cancel over that idle cellular link and wakes
         // the radio (MPBond §6.2's energy argument): the gain must pay for the tail it
         // stretches, or past the tail for a new promotion.
-        if src.kind == PathKind::Helper
-            && src.queued == 0
-            && max_pad - min_pad < src.wan_idle.min(self.cfg.wake_gain.as_secs_f64())
-        {
+        if max_pad - min_pad < self.quiet_helper_cost(src) {
             return None;
         }
         let th = src.effective_throughput();
