@@ -110,6 +110,15 @@ pub struct Tuning {
     /// PAMS deferral lookahead in RTTs of the slowest subflow; 0 is Algorithm 1 as published
     /// (the whole backlog counts). See `PamsConfig::lookahead_rtts`.
     pub pams_lookahead: f64,
+    /// How PAMS counts bytes in flight in a subflow's delay: `"drain"` (they drain at the
+    /// bottleneck; mpbond's default) or `"paper"` (OWD + B/Th, MPBond §4.3.2 as published).
+    /// See `PadModel`.
+    pub pams_pad: String,
+    /// How long a path's throughput estimate holds its level after a loss, in smoothed RTTs
+    /// (0, the default: the plain moving average). See `PathEstimator`: it keeps CUBIC's
+    /// post-loss dip out of PAMS's split, which helps some settings and hurts others
+    /// (docs/evaluation.md), so it is opt-in.
+    pub loss_hold: f64,
     /// PAMS reinjection (MPBond §4.3.4); off only to measure what it buys (§6.2). Failed
     /// subflows are rescued either way.
     pub pams_reinjection: bool,
@@ -143,6 +152,8 @@ impl Default for Tuning {
             insecure: false,
             pams_lookahead: mpbond_core::scheduler::LOOKAHEAD_RTTS,
             pams_reinjection: true,
+            pams_pad: "drain".into(),
+            loss_hold: 0.0,
             pacing: true,
             congestion: String::new(),
             threads: 0,
@@ -427,6 +438,14 @@ impl Config {
                 "tuning.pams_lookahead must be a number of RTTs >= 0 (0: the paper's rule)".into(),
             );
         }
+        if !(t.loss_hold.is_finite() && t.loss_hold >= 0.0) {
+            return Err(
+                "tuning.loss_hold must be a number of RTTs >= 0 (0: the plain average)".into(),
+            );
+        }
+        if let Err(e) = t.pams_pad.parse::<mpbond_core::scheduler::PadModel>() {
+            return Err(format!("tuning.pams_pad: {e}"));
+        }
         for sched in [
             self.proxy.as_ref().map(|p| &p.scheduler),
             self.primary.as_ref().map(|p| &p.scheduler),
@@ -587,6 +606,18 @@ allow = [{{ name = "friend", key = "{}" }}]
         )
         .unwrap_err();
         assert!(e.to_string().contains("pams_lookahead"), "{e}");
+        for (bad, names) in [
+            ("pams_pad = \"fifo\"", ["pams_pad", "drain"]),
+            ("loss_hold = -3.0", ["loss_hold", "RTTs"]),
+        ] {
+            let e = Config::parse(
+                &format!("key = \"k\"\n[tuning]\n{bad}\n[proxy]\nlisten = \"0.0.0.0:1\"\n"),
+                p,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(names.iter().all(|n| e.contains(n)), "{bad}: {e}");
+        }
         let e = Config::parse(
             "key = \"k\"\n[tuning]\ncongestion = \"bbr; x\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
             p,

@@ -809,7 +809,9 @@ fn start_mpbond(
     };
     // The same tuning on every daemon (both ends of a link should agree).
     let tuning = match variant {
-        MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\n",
+        MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\npams_pad = \"paper\"\n",
+        MpbondVariant::PaperPad => "[tuning]\npams_pad = \"paper\"\n",
+        MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
         MpbondVariant::NoReinject => "[tuning]\npams_reinjection = false\n",
         MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",

@@ -17,8 +17,15 @@ pub enum MpbondVariant {
     Pams,
     /// The `minrtt` scheduler (MPBond-Naive, §4.3.1).
     Naive,
-    /// PAMS exactly as published: no deferral lookahead (`tuning.pams_lookahead = 0`).
+    /// PAMS exactly as published: no deferral lookahead (`tuning.pams_lookahead = 0`) and
+    /// the paper's PAD (`tuning.pams_pad = "paper"`).
     Paper,
+    /// PAMS with every mpbond default except the PAD formula, which is the paper's
+    /// (`tuning.pams_pad = "paper"`): what counting bytes in flight as draining buys.
+    PaperPad,
+    /// mpbond whose path throughput estimates hold their level for 3 RTTs after a loss
+    /// (`tuning.loss_hold = 3`): what keeping CUBIC's post-loss dip out of PAMS buys.
+    LossHold,
     /// Helpers send pipe feedback over the HS-Path all the time ("fixed-always", §6.2).
     FixedAlways,
     /// Helpers send pipe feedback over the HS-Path only while it carries data
@@ -36,10 +43,12 @@ pub enum MpbondVariant {
 }
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 9] = [
+    const ALL: [MpbondVariant; 11] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
+        MpbondVariant::PaperPad,
+        MpbondVariant::LossHold,
         MpbondVariant::FixedAlways,
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
@@ -53,6 +62,8 @@ impl MpbondVariant {
             MpbondVariant::Pams => "mpbond",
             MpbondVariant::Naive => "mpbond-naive",
             MpbondVariant::Paper => "mpbond-paper",
+            MpbondVariant::PaperPad => "mpbond-paper-pad",
+            MpbondVariant::LossHold => "mpbond-loss-hold",
             MpbondVariant::FixedAlways => "mpbond-fixed-always",
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",

@@ -190,6 +190,9 @@ pub struct Scenario {
     pub stall_timeout: Duration,
     /// Time constant of the throughput estimators.
     pub estimator_tau: Duration,
+    /// How long the throughput estimators hold their level after a loss, in smoothed RTTs
+    /// (0: the plain average; `LOSS_HOLD_RTTS` is the value the lab tries).
+    pub loss_hold: f64,
     /// What the throughput estimators are fed.
     pub rate_source: RateSource,
     /// Start each pipe's throughput estimate at the pipe's rate, as if measured when the pipe
@@ -240,6 +243,7 @@ impl Scenario {
             clamp_helper_buffer: true,
             stall_timeout: Duration::from_secs(1),
             estimator_tau: Duration::from_millis(100),
+            loss_hold: 0.0,
             rate_source: RateSource::DeliveryRate,
             warm_pipes: true,
             tcp: TcpConfig::default(),

@@ -241,13 +241,14 @@ impl<'a> World<'a> {
         }
         // Estimators start from the handshake: one RTT sample and the initial window.
         let init = |rtt: Duration| {
-            let mut e = PathEstimator::new(sc.estimator_tau);
+            let mut e = PathEstimator::new(sc.estimator_tau).with_loss_hold(sc.loss_hold);
             e.on_sample(TcpSample {
                 now: Time::ZERO,
                 srtt: rtt.as_secs_f64().max(1e-6),
                 cwnd: sc.tcp.initial_window * mss,
                 delivery_rate: None,
                 app_limited: false,
+                retransmits: 0,
             });
             e
         };
@@ -259,13 +260,14 @@ impl<'a> World<'a> {
             let mut pipe_est = init(h.pipe.rtt);
             if sc.warm_pipes {
                 // The pipe was measured when it was set up: its rate at time 0.
-                pipe_est = PathEstimator::new(sc.estimator_tau);
+                pipe_est = PathEstimator::new(sc.estimator_tau).with_loss_hold(sc.loss_hold);
                 pipe_est.on_sample(TcpSample {
                     now: Time::ZERO,
                     srtt: h.pipe.rtt.as_secs_f64().max(1e-6),
                     cwnd: 0,
                     delivery_rate: Some(h.pipe.rate.nominal_bps(Time::ZERO) / 8.0),
                     app_limited: false,
+                    retransmits: 0,
                 });
             }
             let mut ps = PipeState::default();
@@ -465,6 +467,7 @@ impl<'a> World<'a> {
             cwnd: tcp.cwnd(),
             delivery_rate: rate.map(|r| r.rate),
             app_limited: rate.is_some_and(|r| r.app_limited),
+            retransmits: tcp.stats().retransmissions,
         };
         if f == 0 {
             self.proxy_est[0].on_sample(s);

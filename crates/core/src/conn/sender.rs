@@ -1,9 +1,10 @@
 //! The data sender of a session: many streams over many subflows, one scheduler.
 //!
 //! Sans-IO: the owner tells it what the application wrote, which subflows exist, what ACKs
-//! arrived, and the state of each subflow as [`PathView`]s; it answers with [`Transmit`]s (a
-//! segment for a subflow) and [`SenderEvent`]s (frames the owner should send). The proxy runs
-//! one for downlink, the primary one for uplink, and the simulator runs the same code.
+//! arrived, and the state of each subflow as [`PathView`]s; it answers with [`Output`]s:
+//! [`Transmit`]s (a segment for a subflow) and [`Cancel`]s (recalled ranges a helper should
+//! drop). The proxy runs one for downlink, the primary one for uplink, and the simulator runs
+//! the same code.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

@@ -453,6 +453,7 @@ fn pams_recall_emits_cancels_for_helper_and_reschedules() {
         // (`wake_gain`); this test is about the mechanics, so any gain will do.
         Box::new(crate::scheduler::Pams::new(crate::scheduler::PamsConfig {
             wake_gain: std::time::Duration::ZERO,
+            pad: crate::scheduler::pams::PadModel::Paper,
             ..Default::default()
         })),
         SenderConfig {

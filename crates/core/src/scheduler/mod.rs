@@ -17,7 +17,10 @@ pub mod roundrobin;
 pub mod swtc;
 
 pub use minrtt::MinRtt;
-pub use pams::{lookahead_bytes, pad, Pams, PamsConfig, RecallAmount, LOOKAHEAD_RTTS};
+pub use pams::{
+    lookahead_bytes, pad, pad_drain, PadModel, Pams, PamsConfig, RecallAmount, UnknownPadModel,
+    LOOKAHEAD_RTTS,
+};
 pub use roundrobin::RoundRobin;
 pub use swtc::Swtc;
 

@@ -50,6 +50,81 @@ pub fn pad(p: &PathView) -> f64 {
     }
 }
 
+/// The Pipe-Aware Delay with the bytes already in flight counted as draining, not waiting
+/// (an mpbond refinement of MPBond §4.3.2), in seconds.
+///
+/// B_s (and B_p) hold the bytes unsent *and* unacknowledged in the kernel, as SIOCOUTQ
+/// reports them. The paper's `OWD + B_s / Th` charges every byte in flight a full service
+/// time at the bottleneck and then the path's one-way delay on top. On a saturated path a
+/// new byte is behind exactly B_s bytes that leave the bottleneck at `Th`, and the last of
+/// them is acknowledged `B_s / Th` from now, so it reached the receiver one return delay
+/// (about `min_rtt / 2`) earlier: the new byte arrives at `B_s / Th - min_rtt / 2`. A
+/// path that is not saturated delivers a new byte after its one-way delay. So:
+///
+/// - direct subflow: `D_s = max(OWD, B_s / Th_ps - minRTT_ps / 2)`;
+/// - helper subflow: `max(D_hs + OWD_p, (B_s + B_p) / Th_p)` with `D_hs` the same for the
+///   HS-Path: the byte either reaches an empty pipe (then crosses it), or it waits behind
+///   every byte ahead of it on the HS-Path and in the helper, all of which the pipe drains
+///   at `Th_p` while it stays busy (the pipe's return delay, a local link's few
+///   milliseconds, is not subtracted: the helper reports no minimum for it).
+///
+/// Under CUBIC's standing queue at a cellular bottleneck the paper's form overstates a
+/// direct subflow by about one RTT (srtt/2 + minRTT/2) and a helper subflow whose pipe is the
+/// bottleneck by the HS-Path's OWD plus the pipe's; the two errors differ, so its common
+/// finish is skewed toward the subflow with the smaller RTT error (measured: the helper got
+/// about 130 KB too many at the end of Figure 4's 10 MB). For an idle path (nothing in
+/// flight) both forms agree.
+pub fn pad_drain(p: &PathView) -> f64 {
+    let b_s = p.queued as f64;
+    let d_s = p
+        .owd()
+        .max(b_s / p.throughput.max(MIN_THROUGHPUT) - p.min_rtt / 2.0);
+    match (p.kind, &p.pipe) {
+        (PathKind::Helper, Some(pipe)) => {
+            let th_p = pipe.throughput.max(MIN_THROUGHPUT);
+            let ahead = (b_s + pipe.buffered as f64).max(p.outstanding as f64);
+            (d_s + pipe.rtt / 2.0).max(ahead / th_p)
+        }
+        _ => d_s,
+    }
+}
+
+/// Which formula gives a subflow's PAD ([`pad`] or [`pad_drain`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadModel {
+    /// MPBond §4.3.2 as published ([`pad`]).
+    Paper,
+    /// Bytes in flight drain instead of waiting a full one-way delay on top ([`pad_drain`]).
+    Drain,
+}
+
+/// A PAD model name that is neither `paper` nor `drain`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown PAD model {0:?}: paper (MPBond §4.3.2 as published) or drain")]
+pub struct UnknownPadModel(pub String);
+
+impl std::str::FromStr for PadModel {
+    type Err = UnknownPadModel;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "paper" => Ok(PadModel::Paper),
+            "drain" => Ok(PadModel::Drain),
+            other => Err(UnknownPadModel(other.to_string())),
+        }
+    }
+}
+
+impl PadModel {
+    /// The PAD of `p` under this model, seconds.
+    pub fn pad(self, p: &PathView) -> f64 {
+        match self {
+            PadModel::Paper => pad(p),
+            PadModel::Drain => pad_drain(p),
+        }
+    }
+}
+
 /// Default lookahead of Algorithm 1's deferral, in RTTs of the slowest subflow
 /// ([`PamsConfig::lookahead_rtts`]).
 pub const LOOKAHEAD_RTTS: f64 = 2.0;
@@ -129,6 +204,8 @@ pub struct PamsConfig {
     /// The same bound applies to new data for a helper that already did its share of a
     /// finite transfer (`Pams::wake_cost`); zero turns both off.
     pub wake_gain: Duration,
+    /// How PAD counts bytes in flight ([`PadModel`]).
+    pub pad: PadModel,
 }
 
 impl Default for PamsConfig {
@@ -141,6 +218,7 @@ impl Default for PamsConfig {
             min_hold: Duration::from_millis(10),
             lookahead_rtts: Some(LOOKAHEAD_RTTS),
             wake_gain: Duration::from_secs(1),
+            pad: PadModel::Drain,
         }
     }
 }
@@ -220,10 +298,10 @@ fn finish_level(subflows: &[(f64, f64)], bytes: f64) -> f64 {
 }
 
 /// How much sooner `bytes` would be delivered with subflow `t` than without it, seconds.
-fn finish_gain(paths: &[PathView], t: usize, bytes: f64) -> f64 {
+fn finish_gain(model: PadModel, paths: &[PathView], t: usize, bytes: f64) -> f64 {
     let mut subflows: Vec<(f64, f64)> = paths
         .iter()
-        .map(|p| (pad(p), p.effective_throughput()))
+        .map(|p| (model.pad(p), p.effective_throughput()))
         .collect();
     let with = finish_level(&subflows, bytes);
     subflows.remove(t);
@@ -268,7 +346,7 @@ impl Scheduler for Pams {
                 if !p.idle || passed.get(i).copied().unwrap_or(false) {
                     continue;
                 }
-                let d = pad(p);
+                let d = self.cfg.pad.pad(p);
                 if target.is_none_or(|(_, best)| d < best) {
                     target = Some((i, d));
                 }
@@ -279,7 +357,7 @@ impl Scheduler for Pams {
             let diff: f64 = paths
                 .iter()
                 .filter(|p| !p.idle)
-                .map(|p| (pad(p), p.effective_throughput()))
+                .map(|p| (self.cfg.pad.pad(p), p.effective_throughput()))
                 .filter(|&(d, _)| d < pad_t)
                 .map(|(d, th)| (pad_t - d) * th)
                 .sum();
@@ -287,7 +365,7 @@ impl Scheduler for Pams {
                 return Decision::Defer;
             }
             let cost = self.wake_cost(ctx, &paths[t]);
-            if cost > 0.0 && finish_gain(paths, t, backlog) < cost {
+            if cost > 0.0 && finish_gain(self.cfg.pad, paths, t, backlog) < cost {
                 // Rare (the end of a transfer): only now does the pass list allocate.
                 passed.resize(paths.len(), false);
                 passed[t] = true;
@@ -310,7 +388,7 @@ impl Scheduler for Pams {
             .iter()
             .map(|p| {
                 let rtt = p.rtt + p.pipe.as_ref().map_or(0.0, |q| q.rtt);
-                (pad(p), p.effective_throughput(), rtt)
+                (self.cfg.pad.pad(p), p.effective_throughput(), rtt)
             })
             .fold(
                 (f64::INFINITY, 0.0, 0.0),
@@ -319,7 +397,7 @@ impl Scheduler for Pams {
         let (src, max_pad) = paths
             .iter()
             .filter(|p| p.outstanding > 0)
-            .map(|p| (p, pad(p)))
+            .map(|p| (p, self.cfg.pad.pad(p)))
             .fold(None, |best: Option<(&PathView, f64)>, (p, d)| match best {
                 Some((_, bd)) if bd >= d => best,
                 _ => Some((p, d)),
@@ -368,6 +446,18 @@ mod tests {
     use super::*;
     use crate::scheduler::testutil::*;
     use mpbond_proto::SubflowId;
+
+    /// PAMS with the paper's PAD (§4.3.2): the numbers in these tests are worked out with it.
+    fn paper_cfg() -> PamsConfig {
+        PamsConfig {
+            pad: PadModel::Paper,
+            ..PamsConfig::default()
+        }
+    }
+
+    fn published() -> Pams {
+        Pams::new(paper_cfg())
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
@@ -419,6 +509,45 @@ mod tests {
         assert!(close(pad(&p), 0.02 + 0.1));
         let p = direct(0, 50.0, 0.0, 10, true);
         assert!(pad(&p).is_finite() && pad(&p) > 1.0);
+    }
+
+    #[test]
+    fn pad_drain_counts_bytes_in_flight_as_draining() {
+        // A direct path with a standing queue: min RTT 50 ms, srtt 150 ms, 1 MB/s, and
+        // 150 000 bytes in flight (the window). A new byte waits 100 ms in the queue, then
+        // 25 ms of propagation: 0.125 s. The paper's form adds both halves of the RTT on top
+        // of the whole window's service time.
+        let mut p = direct(0, 150.0, 8.0, 150_000, false);
+        p.min_rtt = 0.05;
+        assert!(close(pad_drain(&p), 0.125), "{}", pad_drain(&p));
+        assert!(close(pad(&p), 0.225));
+        // Nothing in flight: one-way delay in both forms.
+        let idle = direct(0, 150.0, 8.0, 0, true);
+        assert!(close(pad_drain(&idle), 0.075) && close(pad(&idle), 0.075));
+        // A helper whose 5 Mbps pipe is the bottleneck: everything ahead of the byte (100 000
+        // on the HS-Path, 400 000 at the helper) leaves the pipe at 625 000 B/s.
+        let mut h = helper(1, 60.0, 10.0, 100_000, 4.0, 5.0, 400_000, true);
+        h.min_rtt = 0.05;
+        assert!(close(pad_drain(&h), 0.8), "{}", pad_drain(&h));
+        assert!(close(pad(&h), 0.03 + 0.8 + 0.002));
+        // The helper's report is one HS-Path delay old: bytes acknowledged on the HS-Path but
+        // not in its last report are still ahead of the byte (outstanding 600 000).
+        h.outstanding = 600_000;
+        assert!(close(pad_drain(&h), 0.96), "{}", pad_drain(&h));
+        // A fast, empty pipe: the HS-Path is the bottleneck (125 000 bytes in flight at
+        // 1.25 MB/s, 25 ms back) and the pipe adds its one-way delay.
+        let mut fast = helper(1, 60.0, 10.0, 125_000, 4.0, 20.0, 0, true);
+        fast.min_rtt = 0.05;
+        assert!(
+            close(pad_drain(&fast), 0.075 + 0.002),
+            "{}",
+            pad_drain(&fast)
+        );
+        // The model is a setting; names parse, others are a clear error.
+        assert_eq!("paper".parse::<PadModel>(), Ok(PadModel::Paper));
+        assert_eq!("drain".parse::<PadModel>(), Ok(PadModel::Drain));
+        let e = "fifo".parse::<PadModel>().unwrap_err().to_string();
+        assert!(e.contains("fifo") && e.contains("drain"), "{e}");
     }
 
     /// PS busy with PAD 0.075 s; the idle helper's PAD is 0.527 s.
@@ -493,7 +622,7 @@ mod tests {
     fn unbounded() -> Pams {
         Pams::new(PamsConfig {
             lookahead_rtts: None,
-            ..PamsConfig::default()
+            ..paper_cfg()
         })
     }
 
@@ -511,7 +640,7 @@ mod tests {
         // = 175 500 bytes < 452 000, so the helper waits for its pipe to drain.
         let la = lookahead_bytes(&paths, 2.0);
         assert!(close(la, 0.108 * 1_625_000.0), "{la}");
-        let mut s = Pams::default();
+        let mut s = published();
         assert_eq!(s.select(&ctx(50_000_000), &paths), Decision::Defer);
         // Once the buffer has drained to 0.1 s (PAD 0.127 s, diff 52 000) it sends again.
         let mut paths = paths;
@@ -530,14 +659,14 @@ mod tests {
         Pams::new(PamsConfig {
             recall: RecallAmount::Paper,
             wake_gain: Duration::ZERO,
-            ..PamsConfig::default()
+            ..paper_cfg()
         })
     }
 
     fn balanced() -> Pams {
         Pams::new(PamsConfig {
             wake_gain: Duration::ZERO,
-            ..PamsConfig::default()
+            ..paper_cfg()
         })
     }
 
@@ -545,20 +674,20 @@ mod tests {
     fn small_gains_do_not_wake_a_finished_helper_or_bounce_within_an_rtt() {
         // The helper's HS-Path has nothing queued and its idle time is unknown: a 0.45 s gain
         // is below the 1 s wake_gain.
-        assert_eq!(Pams::default().reinjection(&ctx(0), &two_paths()), None);
+        assert_eq!(published().reinjection(&ctx(0), &two_paths()), None);
         // Idle for 2 s, the same; idle for 0.5 s (the radio in its tail), still not worth
         // stretching the tail; idle for 0.3 s (its last feedback just now), worth it.
         for (idle, worth) in [(2.0, false), (0.5, false), (0.3, true)] {
             let mut paths = two_paths();
             paths[1].wan_idle = idle;
-            let r = Pams::default().reinjection(&ctx(0), &paths);
+            let r = published().reinjection(&ctx(0), &paths);
             assert_eq!(r.is_some(), worth, "HS-Path idle {idle} s");
         }
         // With data still on its HS-Path the same gap is recalled.
         let mut paths = two_paths();
         paths[1].queued = 1000;
         paths[1].outstanding += 1000;
-        assert!(Pams::default().reinjection(&ctx(0), &paths).is_some());
+        assert!(published().reinjection(&ctx(0), &paths).is_some());
         // A gap above eta but within the receiving subflow's RTT: no recall.
         // PAD0 = 0.1 (RTT 200 ms, empty), PAD1 = 0.02 + 0.12 = 0.14: 40% over, but the
         // 40 ms gain is within path 0's 200 ms round trip.
@@ -598,12 +727,9 @@ mod tests {
             helper(1, 50.0, 10.0, 0, 4.0, 5.0, 100_000, true),
         ];
         paths[1].wan_idle = 0.3;
-        let gain = finish_gain(&paths, 1, 50_000.0);
+        let gain = finish_gain(PadModel::Paper, &paths, 1, 50_000.0);
         assert!(close(gain, 0.201 - 0.194), "{gain}");
-        assert_eq!(
-            Pams::default().select(&finite(50_000), &paths),
-            Decision::Defer
-        );
+        assert_eq!(published().select(&finite(50_000), &paths), Decision::Defer);
         // The same with unknown idleness, during a stream, or with the radio never quiet:
         // Algorithm 1 unchanged.
         let mut unknown = paths.clone();
@@ -615,13 +741,13 @@ mod tests {
             (&busy_radio, finite(50_000)),
             (&paths, ctx(50_000)),
         ] {
-            assert_eq!(Pams::default().select(&c, p), Decision::Send(SubflowId(1)));
+            assert_eq!(published().select(&c, p), Decision::Send(SubflowId(1)));
         }
         // 2 MB left: the helper brings the finish 1.57 s forward, worth even a 1 s wake.
         let mut long_idle = paths.clone();
         long_idle[1].wan_idle = 5.0;
         assert_eq!(
-            Pams::default().select(&finite(2_000_000), &long_idle),
+            published().select(&finite(2_000_000), &long_idle),
             Decision::Send(SubflowId(1))
         );
         // The helper's PAD is the smallest but the PS-Path is idle too: the segment goes
@@ -632,12 +758,12 @@ mod tests {
         ];
         both_idle[1].wan_idle = 0.3;
         assert_eq!(
-            Pams::default().select(&finite(50_000), &both_idle),
+            published().select(&finite(50_000), &both_idle),
             Decision::Send(SubflowId(0))
         );
         both_idle[1].wan_idle = 0.05;
         assert_eq!(
-            Pams::default().select(&finite(50_000), &both_idle),
+            published().select(&finite(50_000), &both_idle),
             Decision::Send(SubflowId(1))
         );
     }
@@ -687,7 +813,7 @@ mod tests {
         let mut s = Pams::new(PamsConfig {
             eta: 10.0,
             wake_gain: Duration::ZERO,
-            ..PamsConfig::default()
+            ..paper_cfg()
         });
         assert_eq!(
             s.reinjection(&ctx(0), &two_paths()),
@@ -715,7 +841,7 @@ mod tests {
         // Disabled.
         let mut off = Pams::new(PamsConfig {
             reinjection: false,
-            ..PamsConfig::default()
+            ..paper_cfg()
         });
         assert_eq!(off.reinjection(&ctx(0), &two_paths()), None);
     }

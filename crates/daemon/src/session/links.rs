@@ -135,7 +135,7 @@ impl Session {
                 }
             }
         });
-        let mut est = PathEstimator::new(ESTIMATOR_TAU);
+        let mut est = PathEstimator::new(ESTIMATOR_TAU).with_loss_hold(self.spec.tuning.loss_hold);
         let tcp = sys::tcp_info(sock.as_ref()).unwrap_or_default();
         feed(&mut est, &tcp, self.now());
         self.links.insert(
@@ -615,5 +615,6 @@ fn feed(est: &mut PathEstimator, t: &TcpInfo, now: mpbond_core::Time) {
         cwnd: t.cwnd_bytes,
         delivery_rate: (t.delivery_rate > 0).then_some(t.delivery_rate as f64),
         app_limited: t.app_limited,
+        retransmits: u64::from(t.total_retrans),
     });
 }

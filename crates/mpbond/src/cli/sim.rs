@@ -85,6 +85,10 @@ pub struct SimArgs {
     /// ((maxPAD - minPAD) x B, MPBond 4.3.4).
     #[arg(long, default_value = "balanced")]
     recall: String,
+    /// PAMS delay model: drain (bytes in flight drain at the bottleneck) or paper
+    /// (OWD + B/Th, MPBond 4.3.2).
+    #[arg(long, default_value = "drain")]
+    pad: String,
     /// Start pipe throughput estimates cold (initial window / RTT) instead of at the pipe's
     /// measured rate.
     #[arg(long)]
@@ -118,6 +122,10 @@ pub struct SimArgs {
     /// Time constant of the throughput estimators (EWMA of CWND/RTT).
     #[arg(long, default_value = "100ms", value_name = "DUR")]
     tau: String,
+    /// How long the throughput estimators hold their level after a loss, in smoothed RTTs
+    /// (0: the plain average; 3 is what the lab's mpbond-loss-hold uses).
+    #[arg(long, default_value_t = 0.0, value_name = "RTTS")]
+    loss_hold: f64,
     /// What feeds the throughput estimators: delivery (the connection's delivery rate, as the
     /// daemons read from TCP_INFO) or cwnd (CWND/RTT, as in the paper).
     #[arg(long, default_value = "delivery")]
@@ -253,6 +261,7 @@ impl SimArgs {
                         "paper" => RecallAmount::Paper,
                         other => bail!("bad --recall {other:?}: balanced or paper"),
                     };
+                    sc.pams.pad = self.pad.parse()?;
                     sc.clamp_helper_buffer = !self.no_clamp;
                     sc.segment = parse_size(&self.segment)? as usize;
                     sc.notsent_lowat = parse_size(&self.lowat)?;
@@ -262,6 +271,10 @@ impl SimArgs {
                     sc.stall_timeout = parse_duration(&self.stall_timeout)?;
                     sc.seed = self.seed;
                     sc.estimator_tau = parse_duration(&self.tau)?;
+                    if !(self.loss_hold.is_finite() && self.loss_hold >= 0.0) {
+                        bail!("bad --loss-hold {}: a number of RTTs >= 0", self.loss_hold);
+                    }
+                    sc.loss_hold = self.loss_hold;
                     sc.rate_source = match self.rate_source.as_str() {
                         "delivery" => RateSource::DeliveryRate,
                         "cwnd" => RateSource::CwndRtt,
