@@ -62,18 +62,21 @@ pub fn pad(p: &PathView) -> f64 {
 /// path that is not saturated delivers a new byte after its one-way delay. So:
 ///
 /// - direct subflow: `D_s = max(OWD, B_s / Th_ps - minRTT_ps / 2)`;
-/// - helper subflow: `max(D_hs + OWD_p, (B_s + B_p) / Th_p)` with `D_hs` the same for the
-///   HS-Path: the byte either reaches an empty pipe (then crosses it), or it waits behind
-///   every byte ahead of it on the HS-Path and in the helper, all of which the pipe drains
-///   at `Th_p` while it stays busy (the pipe's return delay, a local link's few
-///   milliseconds, is not subtracted: the helper reports no minimum for it).
+/// - helper subflow: `max(D_hs + OWD_p, max(B_s + B_p, outstanding) / Th_p)` with `D_hs`
+///   the same for the HS-Path: the byte either reaches an empty pipe (then crosses it), or
+///   it waits behind every byte ahead of it on the HS-Path and in the helper, all of which
+///   the pipe drains at `Th_p` while it stays busy (the pipe's return delay, a local link's
+///   few milliseconds, is not subtracted: the helper reports no minimum for it). The
+///   helper's report is one HS-Path delay old, so bytes the HS-Path acknowledged after it
+///   are in neither B_s nor B_p; the subflow's outstanding bytes bound what is ahead from
+///   below.
 ///
 /// Under CUBIC's standing queue at a cellular bottleneck the paper's form overstates a
 /// direct subflow by about one RTT (srtt/2 + minRTT/2) and a helper subflow whose pipe is the
-/// bottleneck by the HS-Path's OWD plus the pipe's; the two errors differ, so its common
-/// finish is skewed toward the subflow with the smaller RTT error (measured: the helper got
-/// about 130 KB too many at the end of Figure 4's 10 MB). For an idle path (nothing in
-/// flight) both forms agree.
+/// bottleneck by the HS-Path's OWD plus the pipe's; the two errors differ, which skews the
+/// common finish. For an idle path (nothing in flight) both forms agree. In the simulator
+/// this form cuts Figure 4's completion gap from 0.050 s to 0.008 s; in the lab its effect
+/// is within the spread between runs (docs/evaluation.md, "What we changed", item 7).
 pub fn pad_drain(p: &PathView) -> f64 {
     let b_s = p.queued as f64;
     let d_s = p
