@@ -138,6 +138,15 @@ pub struct Tuning {
     pub threads: usize,
 }
 
+impl Tuning {
+    /// The PAD formula `pams_pad` names, or the error to show for it.
+    pub fn pad_model(&self) -> Result<mpbond_core::scheduler::PadModel, String> {
+        self.pams_pad
+            .parse()
+            .map_err(|e| format!("tuning.pams_pad: {e}"))
+    }
+}
+
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
@@ -443,9 +452,7 @@ impl Config {
                 "tuning.loss_hold must be a number of RTTs >= 0 (0: the plain average)".into(),
             );
         }
-        if let Err(e) = t.pams_pad.parse::<mpbond_core::scheduler::PadModel>() {
-            return Err(format!("tuning.pams_pad: {e}"));
-        }
+        t.pad_model()?;
         for sched in [
             self.proxy.as_ref().map(|p| &p.scheduler),
             self.primary.as_ref().map(|p| &p.scheduler),

@@ -289,10 +289,7 @@ impl Session {
         let pams = PamsConfig {
             lookahead_rtts: (t.pams_lookahead > 0.0).then_some(t.pams_lookahead),
             reinjection: t.pams_reinjection,
-            pad: t
-                .pams_pad
-                .parse()
-                .map_err(|e| format!("tuning.pams_pad: {e}"))?,
+            pad: t.pad_model()?,
             ..PamsConfig::default()
         };
         let scheduler = by_name(&spec.scheduler, pams).map_err(|e| e.to_string())?;

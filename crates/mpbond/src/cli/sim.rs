@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use mpbond_core::scheduler::{RecallAmount, NAMES};
+use mpbond_core::scheduler::{PadModel, RecallAmount, NAMES};
 use mpbond_sim::rate::Trace;
 use mpbond_sim::report::human_bytes;
 use mpbond_sim::spec::{
@@ -88,7 +88,7 @@ pub struct SimArgs {
     /// PAMS delay model: drain (bytes in flight drain at the bottleneck) or paper
     /// (OWD + B/Th, MPBond 4.3.2).
     #[arg(long, default_value = "drain")]
-    pad: String,
+    pad: PadModel,
     /// Start pipe throughput estimates cold (initial window / RTT) instead of at the pipe's
     /// measured rate.
     #[arg(long)]
@@ -261,7 +261,7 @@ impl SimArgs {
                         "paper" => RecallAmount::Paper,
                         other => bail!("bad --recall {other:?}: balanced or paper"),
                     };
-                    sc.pams.pad = self.pad.parse()?;
+                    sc.pams.pad = self.pad;
                     sc.clamp_helper_buffer = !self.no_clamp;
                     sc.segment = parse_size(&self.segment)? as usize;
                     sc.notsent_lowat = parse_size(&self.lowat)?;
