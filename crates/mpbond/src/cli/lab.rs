@@ -61,9 +61,10 @@ pub struct RunArgs {
     /// Override the scenario's TCP congestion control (`cc`, default cubic), e.g. `bbr`.
     #[arg(long)]
     cc: Option<String>,
-    /// Only these schemes (comma-separated): single, kibbutz, kibbutz-n, combine (or
-    /// combine-<chunk>, e.g. combine-64KiB), mpbond-naive, mpbond, mpbond-paper,
-    /// mptcp-wifi-lte.
+    /// Only these schemes (comma-separated): single, kibbutz, kibbutz-n, kibbutz-split-<p>,
+    /// combine (or combine-<chunk>, e.g. combine-64KiB), mpbond-naive, mpbond, mptcp-wifi-lte,
+    /// and mpbond's variants (mpbond-paper, mpbond-paper-pad, mpbond-loss-hold,
+    /// mpbond-no-reinject, ...; all in docs/lab.md); any takes @N devices.
     #[arg(long, value_delimiter = ',')]
     schemes: Option<Vec<String>>,
     /// Output directory (default: lab-results/<scenario name>).
