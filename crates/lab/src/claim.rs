@@ -380,17 +380,19 @@ pub fn table(outcomes: &[(String, Outcome)]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::run::SubflowResult;
     use crate::scenario::WorkloadKind;
 
-    fn run(scheme: &str, size: u64, seconds: f64, energy: f64) -> RunResult {
+    /// A download run with two subflows, for tests here and in [`crate::report`].
+    pub(crate) fn run(scheme: &str, size: u64, seconds: f64, energy: f64) -> RunResult {
         RunResult {
             scheme: scheme.into(),
             workload: WorkloadKind::Download,
             size,
             rep: 0,
+            trace_offset_s: 0.0,
             seconds,
             bytes: size,
             mean_mbps: size as f64 * 8.0 / seconds / 1e6,

@@ -183,13 +183,13 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
                 let (m, sd) = mean_sd(&rs.iter().map(|r| r.mean_mbps).collect::<Vec<_>>());
                 let all = pooled(rs);
                 let (med, p5) = (quantile(&all, 0.5), quantile(&all, 0.05));
-                let b = rs[0].bound_mbps;
+                let b = mean_sd(&rs.iter().map(|r| r.bound_mbps).collect::<Vec<_>>()).0;
+                let ratio = mean_sd(&rs.iter().map(|r| r.ratio_to_bound).collect::<Vec<_>>()).0;
                 let e = mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>()).0;
                 let _ = writeln!(
                     o,
-                    "| {s} | {} | {m:.2} ± {sd:.2} | {med:.2} | {p5:.2} | {b:.2} | {:.2} | {} | {} | {e:.1} | {}/{} |",
+                    "| {s} | {} | {m:.2} ± {sd:.2} | {med:.2} | {p5:.2} | {b:.2} | {ratio:.2} | {} | {} | {e:.1} | {}/{} |",
                     rs.len(),
-                    b / m,
                     vs(med, kib.as_ref().map(|k| quantile(k, 0.5))),
                     vs(p5, kib.as_ref().map(|k| quantile(k, 0.05))),
                     rs.iter().filter(|r| r.intact).count(),
@@ -210,12 +210,14 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
                 let (te, tesd) =
                     mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>());
                 let e = mean_sd(&rs.iter().map(|r| r.energy_j).collect::<Vec<_>>()).0;
-                let lb = rs[0].lower_bound_s;
+                // Means of the per-run bound and ratio: with `trace_step` every repetition
+                // meets other conditions, so the bound differs from run to run.
+                let lb = mean_sd(&rs.iter().map(|r| r.lower_bound_s).collect::<Vec<_>>()).0;
+                let ratio = mean_sd(&rs.iter().map(|r| r.ratio_to_bound).collect::<Vec<_>>()).0;
                 let _ = writeln!(
                     o,
-                    "| {s} | {} | {m:.2} ± {sd:.2} | {lb:.2} | {:.2} | {} | {} | {} | {te:.2} ± {tesd:.2} | {e:.1} | {}/{} |",
+                    "| {s} | {} | {m:.2} ± {sd:.2} | {lb:.2} | {ratio:.2} | {} | {} | {} | {te:.2} ± {tesd:.2} | {e:.1} | {}/{} |",
                     rs.len(),
-                    m / lb,
                     vs(m, single),
                     vs(m, kib),
                     vs(m, com),
@@ -264,8 +266,47 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
             let _ = writeln!(o, "| {s} | {} |", per.join(" | "));
         }
         let _ = writeln!(o);
+        per_repetition(&mut o, &groups);
     }
     o
+}
+
+/// With `trace_step`, each repetition replays another stretch of the traces: one row per
+/// repetition with every scheme's time (bulk: goodput), so the spread over conditions and
+/// the paired ratios are visible, not only the means.
+fn per_repetition(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    let mut offsets: Vec<(usize, f64)> = groups
+        .iter()
+        .flat_map(|(_, rs)| rs.iter().map(|r| (r.rep, r.trace_offset_s)))
+        .collect();
+    offsets.sort_by_key(|x| x.0);
+    offsets.dedup_by_key(|x| x.0);
+    if offsets.iter().all(|x| x.1 == 0.0) {
+        return;
+    }
+    let bulk = groups
+        .iter()
+        .flat_map(|(_, rs)| rs.first())
+        .any(|r| matches!(r.workload, WorkloadKind::Bulk | WorkloadKind::Video));
+    let _ = writeln!(
+        o,
+        "Per repetition, each from its own point of the traces ({}):\n\n| rep | traces from (s) | {} |",
+        if bulk { "mean goodput, Mbit/s" } else { "time, s" },
+        groups.iter().map(|g| g.0).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(o, "|{}", " --- |".repeat(groups.len() + 2));
+    for (rep, off) in offsets {
+        let cells: Vec<String> = groups
+            .iter()
+            .map(|(_, rs)| {
+                rs.iter().find(|r| r.rep == rep).map_or("-".into(), |r| {
+                    format!("{:.2}", if bulk { r.mean_mbps } else { r.seconds })
+                })
+            })
+            .collect();
+        let _ = writeln!(o, "| {rep} | {off:.0} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(o);
 }
 
 /// IP bytes toward `device` on its WAN links (`ps` and `ps2` for the primary, `hsK` for
@@ -597,4 +638,39 @@ pub fn progress_svg(r: &RunResult) -> String {
     }
     o.push_str("</svg>\n");
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claim::tests::run;
+
+    #[test]
+    fn repetitions_from_other_points_of_the_traces_get_a_row_each() {
+        let mut rs = Vec::new();
+        for (rep, (k, m)) in [(1.0, 0.8), (4.0, 2.0)].into_iter().enumerate() {
+            for (scheme, secs) in [("kibbutz", k), ("mpbond", m)] {
+                let mut r = run(scheme, 1_000_000, secs, 5.0);
+                r.rep = rep;
+                r.trace_offset_s = rep as f64 * 15.0;
+                r.lower_bound_s = 0.5 * (rep + 1) as f64;
+                r.ratio_to_bound = secs / r.lower_bound_s;
+                rs.push(r);
+            }
+        }
+        let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];
+        let t = table("t", &schemes, &rs);
+        assert!(t.contains("| 0 | 0 | 1.00 | 0.80 |"), "{t}");
+        assert!(t.contains("| 1 | 15 | 4.00 | 2.00 |"), "{t}");
+        // The bound and the ratio to it are means over the runs (0.5 and 1.0 s; 1.6 and 2.0).
+        assert!(
+            t.contains("| mpbond | 2 | 1.40 ± 0.85 | 0.75 | 1.80 |"),
+            "{t}"
+        );
+        // Without offsets there is no such table.
+        for r in &mut rs {
+            r.trace_offset_s = 0.0;
+        }
+        assert!(!table("t", &schemes, &rs).contains("Per repetition"));
+    }
 }

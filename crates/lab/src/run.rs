@@ -88,6 +88,8 @@ pub struct RunResult {
     pub size: u64,
     /// Repetition, from 0.
     pub rep: usize,
+    /// How far into its traces this repetition started (`trace_step`), seconds.
+    pub trace_offset_s: f64,
     /// Seconds from the request to the last byte (bulk: the duration).
     pub seconds: f64,
     /// Payload bytes moved.
@@ -280,7 +282,7 @@ pub fn run_one(
     sc.supports(scheme)?;
     let kind = sc.workload.kind;
     let upload = kind == WorkloadKind::Upload;
-    let topo = sc.topology(WARMUP)?;
+    let topo = sc.topology(WARMUP, rep)?;
     let helpers_used = scheme.helpers_used(topo.helpers.len());
     let mut tb = Testbed::build(&topo)?;
     let work = env.work.join(format!("{}-{}-{}", scheme, size, rep));
@@ -473,7 +475,7 @@ pub fn run_one(
     drop(_servers);
     drop(_origin);
     drop(tb);
-    let topo0 = sc.topology(Duration::ZERO)?;
+    let topo0 = sc.topology(Duration::ZERO, rep)?;
     let (lb, bmbps) = match kind {
         WorkloadKind::Bulk | WorkloadKind::Video => {
             (duration.as_secs_f64(), bound_mbps(&topo0, scheme, duration))
@@ -505,6 +507,7 @@ pub fn run_one(
         workload: kind,
         size,
         rep,
+        trace_offset_s: sc.trace_offset(rep)?.as_secs_f64(),
         seconds: fetch.seconds,
         bytes: fetch.bytes,
         mean_mbps,

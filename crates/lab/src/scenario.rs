@@ -209,6 +209,13 @@ pub struct Scenario {
     /// and both run the workload at once. Schemes: `single` (each device alone) and `mpbond`.
     #[serde(default)]
     pub dual: bool,
+    /// How far into every trace (and WLAN walk) each repetition starts: repetition `r` begins
+    /// `r × trace_step` in, wrapping at each trace's end (`"15s"`; default 0, every repetition
+    /// replays the same first seconds). Runs go repetition by repetition, so every scheme of a
+    /// repetition meets the same stretch of the traces and ratios stay paired, while the
+    /// repetitions together sample the traces' varying conditions (MPBond §6.4).
+    #[serde(default)]
+    pub trace_step: Option<String>,
 }
 
 /// One variant of a scenario: new rates for some links.
@@ -380,7 +387,8 @@ impl Scenario {
                 Radio::parse(r)?;
             }
         }
-        self.topology(Duration::ZERO)?;
+        self.topology(Duration::ZERO, 0)?;
+        self.trace_offset(1)?;
         Ok(())
     }
 
@@ -610,15 +618,17 @@ impl Scenario {
     /// The testbed, with every rate profile starting at the scenario's nominal rates and
     /// traces and changes shifted to begin `warmup` after emulator time 0 (when the workload
     /// starts).
-    pub fn topology(&self, warmup: Duration) -> anyhow::Result<TopologySpec> {
+    /// Repetition `rep` replays every trace from [`Scenario::trace_offset`] on.
+    pub fn topology(&self, warmup: Duration, rep: usize) -> anyhow::Result<TopologySpec> {
         let w = Time::ZERO + warmup;
-        let mut ps = params(&self.ps, w)?;
-        let mut ps2 = self.ps2.as_ref().map(|l| params(l, w)).transpose()?;
+        let off = self.trace_offset(rep)?;
+        let mut ps = params(&self.ps, w, off)?;
+        let mut ps2 = self.ps2.as_ref().map(|l| params(l, w, off)).transpose()?;
         let mut helpers = Vec::new();
         for h in &self.helpers {
             helpers.push(HelperLinks {
-                hs: params(&h.hs, w)?,
-                pipes: vec![params(&h.pipe, w)?],
+                hs: params(&h.hs, w, off)?,
+                pipes: vec![params(&h.pipe, w, off)?],
             });
         }
         for c in &self.changes {
@@ -665,7 +675,20 @@ impl Scenario {
     }
 }
 
-fn profile(rate: &str, warmup: Time) -> anyhow::Result<RateProfile> {
+impl Scenario {
+    /// Where repetition `rep` starts every trace: `rep × trace_step` (see
+    /// [`Scenario::trace_step`]).
+    pub fn trace_offset(&self, rep: usize) -> anyhow::Result<Duration> {
+        let Some(step) = &self.trace_step else {
+            return Ok(Duration::ZERO);
+        };
+        let step = parse_duration(step).map_err(|e| anyhow::anyhow!("trace_step: {e}"))?;
+        step.checked_mul(u32::try_from(rep).unwrap_or(u32::MAX))
+            .ok_or_else(|| anyhow::anyhow!("trace_step {step:?} x repetition {rep} overflows"))
+    }
+}
+
+fn profile(rate: &str, warmup: Time, offset: Duration) -> anyhow::Result<RateProfile> {
     let trace = if let Some(spec) = rate.strip_prefix("trace:") {
         // `trace:PATH*2.5` scales every rate of the trace.
         let (path, factor) = match spec.rsplit_once('*') {
@@ -693,13 +716,13 @@ fn profile(rate: &str, warmup: Time) -> anyhow::Result<RateProfile> {
     } else {
         return Ok(RateProfile::constant(parse_rate_bps(rate)?));
     };
-    let t = Arc::new(trace);
+    let t = Arc::new(trace.starting_at(offset.as_millis().try_into().unwrap_or(u64::MAX)));
     let mut p = RateProfile::constant(t.mean_bps());
     p.change_at(warmup, Source::Trace(t));
     Ok(p)
 }
 
-fn params(l: &LinkDef, warmup: Time) -> anyhow::Result<LinkParams> {
+fn params(l: &LinkDef, warmup: Time, offset: Duration) -> anyhow::Result<LinkParams> {
     let delay = parse_duration(&l.delay)?;
     let queue_bytes = parse_size(&l.queue)?;
     if !(0.0..1.0).contains(&l.loss) {
@@ -707,7 +730,7 @@ fn params(l: &LinkDef, warmup: Time) -> anyhow::Result<LinkParams> {
     }
     let cfg = |rate: &str| -> anyhow::Result<LinkConfig> {
         Ok(LinkConfig {
-            rate: profile(rate, warmup)?,
+            rate: profile(rate, warmup, offset)?,
             delay,
             queue_bytes,
             loss: l.loss,
@@ -769,6 +792,43 @@ sizes = ["1MB", "2MB"]
         assert_eq!(qv.len(), 1);
         assert_eq!(qv[0].0.as_deref(), Some("hs1 3Mbps, ps 1Mbps"));
         assert_eq!(qv[0].1.helpers[0].hs.down, "3Mbps");
+    }
+
+    #[test]
+    fn each_repetition_starts_the_traces_trace_step_further_in() {
+        let walk = BASE.replace("down = \"5Mbps\"", "down = \"wlan:walk\"");
+        let sc =
+            Scenario::parse(&walk.replace("name = \"t\"", "name = \"t\"\ntrace_step = \"15s\""))
+                .unwrap();
+        let pipe_trace = |rep| {
+            let t = sc.topology(Duration::ZERO, rep).unwrap();
+            match t.helpers[0].pipes[0].down.rate.segments().last() {
+                Some((_, Source::Trace(t))) => (**t).clone(),
+                other => panic!("the pipe should follow a trace, not {other:?}"),
+            }
+        };
+        let (r0, r1, r8) = (pipe_trace(0), pipe_trace(1), pipe_trace(8));
+        assert_eq!(r1, r0.starting_at(15_000));
+        // The walk lasts 120 s, so repetition 8 (120 s in) is repetition 0 again.
+        assert_eq!(r8.opportunities, r0.opportunities);
+        assert_ne!(r1.opportunities, r0.opportunities);
+        // Without trace_step every repetition replays the same stretch.
+        let same = Scenario::parse(&walk).unwrap();
+        let t = |rep| {
+            format!(
+                "{:?}",
+                same.topology(Duration::ZERO, rep).unwrap().helpers[0].pipes[0]
+                    .down
+                    .rate
+                    .segments()
+            )
+        };
+        assert_eq!(t(0), t(3));
+        let bad =
+            Scenario::parse(&BASE.replace("name = \"t\"", "name = \"t\"\ntrace_step = \"soon\""))
+                .unwrap_err()
+                .to_string();
+        assert!(bad.contains("trace_step"), "{bad}");
     }
 
     #[test]

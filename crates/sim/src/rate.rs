@@ -158,6 +158,30 @@ impl Trace {
         }
     }
 
+    /// The same trace begun `offset_ms` into it (wrapping at the period): the opportunities
+    /// after the offset come first, those up to it follow one period later. The lab starts each
+    /// repetition at a different point of a recorded trace (`trace_step`, docs/lab.md), so a
+    /// few repetitions see different conditions instead of the same first seconds.
+    pub fn starting_at(&self, offset_ms: u64) -> Trace {
+        let o = offset_ms % self.period_ms;
+        if o == 0 {
+            return self.clone();
+        }
+        let split = self.opportunities.partition_point(|&t| t <= o);
+        let mut v = Vec::with_capacity(self.opportunities.len());
+        v.extend(self.opportunities[split..].iter().map(|&t| t - o));
+        v.extend(
+            self.opportunities[..split]
+                .iter()
+                .map(|&t| t + self.period_ms - o),
+        );
+        Trace {
+            opportunities: v,
+            period_ms: self.period_ms,
+            name: format!("{}@{o}ms", self.name),
+        }
+    }
+
     /// Mean rate in bits per second.
     pub fn mean_bps(&self) -> f64 {
         self.opportunities.len() as f64 * TRACE_PACKET as f64 * 8.0 / (self.period_ms as f64 / 1e3)
@@ -387,6 +411,28 @@ mod tests {
         );
         assert!(s.opportunities.windows(2).all(|w| w[0] <= w[1]));
         assert!(Trace::from_rates("none", 100, &[0.0; 5]).is_err());
+    }
+
+    #[test]
+    fn a_trace_begun_later_is_the_same_sequence_shifted() {
+        let t = Trace::parse("t", "1\n1\n4\n7\n10\n").unwrap();
+        let s = t.starting_at(4);
+        assert_eq!(s.period_ms, 10);
+        assert_eq!(s.opportunities, vec![3, 6, 7, 7, 10]);
+        // Opportunity k of the shifted trace is the original's k-th one after 4 ms, across
+        // repetitions.
+        let after: Vec<u64> = (0..40)
+            .map(|k| t.opportunity(k))
+            .filter(|&x| x > 4)
+            .map(|x| x - 4)
+            .take(20)
+            .collect();
+        let shifted: Vec<u64> = (0..20).map(|k| s.opportunity(k)).collect();
+        assert_eq!(after, shifted);
+        assert_eq!(t.starting_at(0), t);
+        assert_eq!(t.starting_at(20), t, "whole periods change nothing");
+        assert_eq!(t.starting_at(14).opportunities, s.opportunities);
+        assert!((s.mean_bps() - t.mean_bps()).abs() < 1e-9);
     }
 
     fn ms(x: u64) -> Time {
