@@ -266,7 +266,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
             let _ = writeln!(o, "| {s} | {} |", per.join(" | "));
         }
         let _ = writeln!(o);
-        per_repetition(&mut o, &groups);
+        per_repetition(&mut o, &groups, first.workload);
     }
     o
 }
@@ -274,7 +274,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
 /// With `trace_step`, each repetition replays another stretch of the traces: one row per
 /// repetition with every scheme's time (bulk: goodput), so the spread over conditions and
 /// the paired ratios are visible, not only the means.
-fn per_repetition(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+fn per_repetition(o: &mut String, groups: &[(&str, Vec<&RunResult>)], workload: WorkloadKind) {
     let mut offsets: Vec<(usize, f64)> = groups
         .iter()
         .flat_map(|(_, rs)| rs.iter().map(|r| (r.rep, r.trace_offset_s)))
@@ -284,10 +284,7 @@ fn per_repetition(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
     if offsets.iter().all(|x| x.1 == 0.0) {
         return;
     }
-    let bulk = groups
-        .iter()
-        .flat_map(|(_, rs)| rs.first())
-        .any(|r| matches!(r.workload, WorkloadKind::Bulk | WorkloadKind::Video));
+    let bulk = matches!(workload, WorkloadKind::Bulk | WorkloadKind::Video);
     let _ = writeln!(
         o,
         "Per repetition, each from its own point of the traces ({}):\n\n| rep | traces from (s) | {} |",

@@ -387,8 +387,8 @@ impl Scenario {
                 Radio::parse(r)?;
             }
         }
+        // Also parses trace_step: repetition 0's offset is 0 × trace_step.
         self.topology(Duration::ZERO, 0)?;
-        self.trace_offset(1)?;
         Ok(())
     }
 
@@ -615,6 +615,17 @@ impl Scenario {
             .collect()
     }
 
+    /// Where repetition `rep` starts every trace: `rep × trace_step` (see
+    /// [`Scenario::trace_step`]).
+    pub fn trace_offset(&self, rep: usize) -> anyhow::Result<Duration> {
+        let Some(step) = &self.trace_step else {
+            return Ok(Duration::ZERO);
+        };
+        let step = parse_duration(step).map_err(|e| anyhow::anyhow!("trace_step: {e}"))?;
+        step.checked_mul(u32::try_from(rep).unwrap_or(u32::MAX))
+            .ok_or_else(|| anyhow::anyhow!("trace_step {step:?} x repetition {rep} overflows"))
+    }
+
     /// The testbed, with every rate profile starting at the scenario's nominal rates and
     /// traces and changes shifted to begin `warmup` after emulator time 0 (when the workload
     /// starts).
@@ -672,19 +683,6 @@ impl Scenario {
             seed: self.seed,
             cc: self.cc.clone(),
         })
-    }
-}
-
-impl Scenario {
-    /// Where repetition `rep` starts every trace: `rep × trace_step` (see
-    /// [`Scenario::trace_step`]).
-    pub fn trace_offset(&self, rep: usize) -> anyhow::Result<Duration> {
-        let Some(step) = &self.trace_step else {
-            return Ok(Duration::ZERO);
-        };
-        let step = parse_duration(step).map_err(|e| anyhow::anyhow!("trace_step: {e}"))?;
-        step.checked_mul(u32::try_from(rep).unwrap_or(u32::MAX))
-            .ok_or_else(|| anyhow::anyhow!("trace_step {step:?} x repetition {rep} overflows"))
     }
 }
 
