@@ -294,6 +294,7 @@ impl Proxy {
             tickets: None,
             deny_origins: self.deny.clone(),
             linger: self.cfg.session_linger.0,
+            early_data: false,
         })
         .map_err(|e| (Reason::INTERNAL, e))?;
         self.sessions().insert(

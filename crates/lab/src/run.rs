@@ -838,8 +838,9 @@ fn start_mpbond(
             phone.public
         ),
     )?;
+    let early_data = variant != MpbondVariant::WaitOpen;
     let mut primary = format!(
-        "key = \"phone.key\"\nlog = \"warn\"\n{tuning}[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{}\"\nsocks = \"127.0.0.1:1080\"\nscheduler = \"{scheduler}\"\n",
+        "key = \"phone.key\"\nlog = \"warn\"\n{tuning}[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{}\"\nsocks = \"127.0.0.1:1080\"\nscheduler = \"{scheduler}\"\nearly_data = {early_data}\n",
         proxy.public,
         addr::PS_PRIMARY
     );

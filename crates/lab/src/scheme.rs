@@ -40,10 +40,13 @@ pub enum MpbondVariant {
     Unpaced,
     /// BBR on every link (`tuning.congestion = "bbr"`) instead of the testbed's `cc`.
     Bbr,
+    /// The primary waits for the proxy to reach the origin before it relays the
+    /// application's bytes (`[primary] early_data = false`): what 0-RTT stream open buys.
+    WaitOpen,
 }
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 11] = [
+    const ALL: [MpbondVariant; 12] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -55,6 +58,7 @@ impl MpbondVariant {
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
         MpbondVariant::Bbr,
+        MpbondVariant::WaitOpen,
     ];
 
     fn name(self) -> &'static str {
@@ -70,6 +74,7 @@ impl MpbondVariant {
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
             MpbondVariant::Bbr => "mpbond-bbr",
+            MpbondVariant::WaitOpen => "mpbond-wait-open",
         }
     }
 }
@@ -256,6 +261,7 @@ mod tests {
             "mpbond-no-reinject",
             "mpbond-unpaced",
             "mpbond-bbr@2",
+            "mpbond-wait-open",
         ] {
             assert_eq!(Scheme::parse(name).unwrap().to_string(), name);
         }

@@ -424,3 +424,114 @@ fn status_and_metrics_describe_the_bond() {
     assert!(m.contains("mpbond_sessions_active 1"), "{m}");
     assert!(m.contains("mpbond_subflow_throughput_bps{"), "{m}");
 }
+
+/// 0-RTT stream open at the proxy, driven frame by frame: a stream's request and FIN arrive
+/// before its `STREAM_OPEN` (as when the open rides the PS-Path and the data a faster
+/// subflow). The proxy keeps them, connects once the open comes, and the response arrives
+/// whole. Data of a stream whose open never comes is reset with a timeout, not kept.
+#[test]
+fn data_before_stream_open_is_kept_until_the_open_arrives() {
+    use mpbond_daemon::keys::KeyPair;
+    use mpbond_daemon::link::{self, Security};
+    use mpbond_proto::{Destination, Frame, Host, Reason, StreamId};
+    use std::collections::BTreeMap;
+
+    let c = Cluster::start(Spec {
+        net: 22,
+        tuning: "connect_timeout = \"1s\"",
+        ..Spec::default()
+    });
+    let me = KeyPair::load(&c.dir.join("phone.key")).unwrap();
+    let (proxy_addr, proxy_pub) = (c.net.addr(1, 7000), c.proxy.key.public);
+    let std::net::SocketAddr::V4(origin) = c.origin.addr else {
+        panic!("IPv4 origin")
+    };
+    let n = 200_000;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (body, reset) = rt.block_on(async {
+        let s = tokio::net::TcpStream::connect(proxy_addr).await.unwrap();
+        let mut l = link::connect(s, &me, &proxy_pub, Security::Noise)
+            .await
+            .unwrap();
+        l.writer
+            .push_frame(&Frame::MpCapable {
+                ver_min: 1,
+                ver_max: 1,
+                ticket: Vec::new().into(),
+            })
+            .unwrap();
+        l.writer.flush().await.unwrap();
+        let mut got = Vec::new();
+        l.reader.read_frames(&mut got).await.unwrap();
+        assert!(matches!(got[0], Frame::MpOk { .. }), "{:?}", got[0]);
+        let get = format!("GET /bytes/{n}?seed=71 HTTP/1.0\r\nHost: x\r\n\r\n");
+        let (s1, s5) = (StreamId(1), StreamId(5));
+        for f in [
+            Frame::StreamData {
+                stream: s1,
+                dsn: 0,
+                payload: get.clone().into_bytes().into(),
+            },
+            Frame::StreamFin {
+                stream: s1,
+                final_size: get.len() as u64,
+            },
+            // Stream 5 never gets its STREAM_OPEN.
+            Frame::StreamData {
+                stream: s5,
+                dsn: 0,
+                payload: b"orphan".to_vec().into(),
+            },
+            Frame::StreamOpen {
+                stream: s1,
+                dest: Destination {
+                    host: Host::V4(*origin.ip()),
+                    port: origin.port(),
+                },
+            },
+        ] {
+            l.writer.push_frame(&f).unwrap();
+        }
+        l.writer.flush().await.unwrap();
+        let mut parts = BTreeMap::new();
+        let (mut fin, mut reset5) = (None, None);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while fin.is_none() || reset5.is_none() {
+            let mut v = Vec::new();
+            tokio::time::timeout_at(deadline, l.reader.read_frames(&mut v))
+                .await
+                .expect("the proxy answers stream 1 and resets stream 5 in time")
+                .unwrap();
+            for f in v {
+                match f {
+                    Frame::StreamData {
+                        stream,
+                        dsn,
+                        payload,
+                    } if stream == s1 => {
+                        parts.insert(dsn, payload);
+                    }
+                    Frame::StreamFin { stream, final_size } if stream == s1 => {
+                        fin = Some(final_size)
+                    }
+                    Frame::StreamRst { stream, reason } if stream == s1 => {
+                        panic!("stream 1 reset: {reason}")
+                    }
+                    Frame::StreamRst { stream, reason } if stream == s5 => reset5 = Some(reason),
+                    _ => {}
+                }
+            }
+        }
+        let mut whole = Vec::new();
+        for (dsn, p) in parts {
+            if dsn as usize == whole.len() {
+                whole.extend_from_slice(&p);
+            }
+        }
+        assert_eq!(Some(whole.len() as u64), fin, "every byte up to the FIN");
+        (whole, reset5)
+    });
+    let at = body.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(sha(&body[at..]) == sha(&content(71, n)), "content differs");
+    assert_eq!(reset, Some(Reason::TIMEOUT), "{}", c.logs());
+}

@@ -159,6 +159,7 @@ impl Primary {
                 }),
                 deny_origins: Vec::new(),
                 linger: Duration::from_secs(3),
+                early_data: self.cfg.early_data,
             }) {
                 Ok(h) => h,
                 Err(e) => {

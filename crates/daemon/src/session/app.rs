@@ -154,9 +154,13 @@ impl AppIo {
         self.writer.abort();
         let s = socket2::SockRef::from(self.sock.as_ref());
         if reset {
+            // Closed with a zero linger once the aborted tasks drop their handles: a reset
+            // only. A shutdown here would send a FIN first, and a client reading fast could
+            // take the stream's end for a clean one.
             let _ = s.set_linger(Some(std::time::Duration::ZERO));
+        } else {
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
-        let _ = s.shutdown(std::net::Shutdown::Both);
     }
 
     /// Stops reading from the application (the stream's send side is done or reset).

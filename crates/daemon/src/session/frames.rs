@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use mpbond_core::conn::ReceiveError;
 use mpbond_core::PathKind;
 use mpbond_proto::{Frame, Reason, StreamId, SubflowId, VERSION};
 use tokio::sync::oneshot;
@@ -30,17 +31,22 @@ impl Session {
                 stream,
                 dsn,
                 payload,
-            } => match self.receiver.on_data(now, stream, dsn, payload) {
-                Ok(n) => {
-                    if n > 0 {
-                        self.readable.insert(stream);
+            } => {
+                let mut r = self.receiver.on_data(now, stream, dsn, payload.clone());
+                if matches!(r, Err(ReceiveError::UnknownStream(_))) && self.early_stream(stream) {
+                    r = self.receiver.on_data(now, stream, dsn, payload);
+                }
+                match r {
+                    Ok(n) => {
+                        if n > 0 {
+                            self.readable.insert(stream);
+                        }
                     }
-                }
-                Err(mpbond_core::conn::ReceiveError::UnknownStream(_)) => {
                     // Late data of a stream that already ended: harmless.
+                    Err(ReceiveError::UnknownStream(_)) => {}
+                    Err(e) => self.stream_error(stream, &e.to_string(), reason_of(&e)),
                 }
-                Err(e) => self.stream_error(stream, &e.to_string(), reason_of(&e)),
-            },
+            }
             Frame::DataAck(a) => {
                 if let Err(e) = self.sender.on_ack(&a) {
                     self.stream_error(a.stream, &e.to_string(), Reason::PROTOCOL_VIOLATION);
@@ -49,11 +55,15 @@ impl Session {
                 }
             }
             Frame::StreamFin { stream, final_size } => {
-                match self.receiver.on_fin(stream, final_size) {
+                let mut r = self.receiver.on_fin(stream, final_size);
+                if matches!(r, Err(ReceiveError::UnknownStream(_))) && self.early_stream(stream) {
+                    r = self.receiver.on_fin(stream, final_size);
+                }
+                match r {
                     Ok(()) => {
                         self.readable.insert(stream);
                     }
-                    Err(mpbond_core::conn::ReceiveError::UnknownStream(_)) => {}
+                    Err(ReceiveError::UnknownStream(_)) => {}
                     Err(e) => self.stream_error(stream, &e.to_string(), reason_of(&e)),
                 }
             }
@@ -306,10 +316,10 @@ impl Session {
     }
 }
 
-fn reason_of(e: &mpbond_core::conn::ReceiveError) -> Reason {
+fn reason_of(e: &ReceiveError) -> Reason {
     match e {
-        mpbond_core::conn::ReceiveError::Stream { source, .. } => source.reason(),
-        mpbond_core::conn::ReceiveError::TooManyStreams(_) => Reason::LIMIT_REACHED,
+        ReceiveError::Stream { source, .. } => source.reason(),
+        ReceiveError::TooManyStreams(_) => Reason::LIMIT_REACHED,
         _ => Reason::PROTOCOL_VIOLATION,
     }
 }

@@ -473,7 +473,7 @@ impl Session {
             let pending: Vec<(mpbond_proto::StreamId, mpbond_proto::Destination)> = self
                 .streams
                 .iter()
-                .filter(|(_, s)| s.pending.is_some())
+                .filter(|(_, s)| s.awaiting_open)
                 .filter_map(|(id, s)| s.open_dest.clone().map(|d| (*id, d)))
                 .collect();
             for (stream, dest) in pending {

@@ -84,6 +84,9 @@ pub struct SessionSpec {
     pub deny_origins: Vec<crate::net::Cidr>,
     /// How long the session survives without any link.
     pub linger: Duration,
+    /// Primary only: relay an application's bytes before the proxy confirms the origin
+    /// (`[primary] early_data`).
+    pub early_data: bool,
 }
 
 /// Coarse state, watched by the primary's supervisor.

@@ -22,6 +22,10 @@ pub(super) struct StreamState {
     pub pending: Option<(TcpStream, bool)>,
     /// Primary: where it goes, to ask again if the `STREAM_OPEN` was lost.
     pub open_dest: Option<Destination>,
+    /// The open handshake is not done. Primary: `STREAM_OPEN` sent, no answer yet (with
+    /// early data the application is already sending). Proxy: data came first, over a faster
+    /// subflow than the `STREAM_OPEN`, and waits here for its destination.
+    pub awaiting_open: bool,
     /// Proxy: the origin connection is up (a repeated `STREAM_OPEN` is answered again).
     pub origin_up: bool,
     pub opened_at: Instant,
@@ -65,6 +69,7 @@ impl Session {
                 app: None,
                 pending: None,
                 open_dest: None,
+                awaiting_open: false,
                 origin_up: false,
                 opened_at: Instant::now(),
                 acked: 0,
@@ -108,11 +113,55 @@ impl Session {
             return;
         }
         if let Some(s) = self.streams.get_mut(&id) {
-            s.pending = Some((sock, socks));
             s.open_dest = Some(dest.clone());
+            s.awaiting_open = true;
         }
-        tracing::debug!(stream = %id, %dest, "opening");
+        tracing::debug!(stream = %id, %dest, early = self.spec.early_data, "opening");
+        // Queued before any of the stream's data, on the control link: the proxy usually
+        // learns the destination first, and buffers the data when it does not.
         self.send_control(&Frame::StreamOpen { stream: id, dest });
+        if self.spec.early_data {
+            // The SOCKS success goes out now, so that a reset that may follow (the proxy
+            // refusing the stream) always comes after it; a fresh socket takes 10 bytes.
+            let prefix =
+                socks
+                    .then(|| socks_reply(Ok(())))
+                    .and_then(|r| match sock.try_write(&r) {
+                        Ok(n) if n == r.len() => None,
+                        Ok(n) => Some(r[n..].to_vec()),
+                        Err(_) => Some(r),
+                    });
+            self.start_app(id, sock, prefix);
+        } else if let Some(s) = self.streams.get_mut(&id) {
+            s.pending = Some((sock, socks));
+        }
+    }
+
+    /// Proxy: data or a FIN for a stream whose `STREAM_OPEN` has not arrived (0-RTT open,
+    /// `[primary] early_data`: the open went over the control link, the data over a subflow
+    /// that was faster this time). The stream is created without a destination so the bytes
+    /// are kept (the primary's sender would not send them again); `peer_opened` fills in the
+    /// rest. Returns whether the stream now exists. A stream the proxy cannot take is reset
+    /// at once, so the primary's application gets an error rather than a stall.
+    pub(super) fn early_stream(&mut self, id: StreamId) -> bool {
+        if self.spec.side != Side::Proxy || id.0 <= self.highest_peer_stream {
+            // At or below the highest opened id: late data of a stream that is over.
+            return false;
+        }
+        match self.new_stream(id, "(awaiting STREAM_OPEN)".into()) {
+            Ok(()) => {
+                if let Some(s) = self.streams.get_mut(&id) {
+                    s.awaiting_open = true;
+                }
+                tracing::debug!(stream = %id, "data before STREAM_OPEN; buffering");
+                true
+            }
+            Err(reason) => {
+                tracing::debug!(stream = %id, %reason, "data before STREAM_OPEN refused");
+                self.send_control(&Frame::StreamRst { stream: id, reason });
+                false
+            }
+        }
     }
 
     /// Proxy: the primary asked for a stream. A repeat (the first answer may have been lost
@@ -121,28 +170,34 @@ impl Session {
         if self.spec.side != Side::Proxy {
             return;
         }
-        if let Some(s) = self.streams.get(&id) {
-            if s.origin_up {
-                self.send_control(&Frame::StreamOpened { stream: id });
+        if let Some(s) = self.streams.get_mut(&id) {
+            if !s.awaiting_open {
+                if s.origin_up {
+                    self.send_control(&Frame::StreamOpened { stream: id });
+                }
+                return;
             }
-            return;
+            // Its data came first; now it has a destination.
+            s.awaiting_open = false;
+            s.dest = dest.to_string();
+        } else {
+            if id.0 <= self.highest_peer_stream {
+                // Opened and closed before: it is over.
+                self.send_control(&Frame::StreamRst {
+                    stream: id,
+                    reason: Reason::CANCELLED,
+                });
+                return;
+            }
+            if let Err(r) = self.new_stream(id, dest.to_string()) {
+                self.send_control(&Frame::StreamRst {
+                    stream: id,
+                    reason: r,
+                });
+                return;
+            }
         }
-        if id.0 <= self.highest_peer_stream {
-            // Opened and closed before: it is over.
-            self.send_control(&Frame::StreamRst {
-                stream: id,
-                reason: Reason::CANCELLED,
-            });
-            return;
-        }
-        self.highest_peer_stream = id.0;
-        if let Err(r) = self.new_stream(id, dest.to_string()) {
-            self.send_control(&Frame::StreamRst {
-                stream: id,
-                reason: r,
-            });
-            return;
-        }
+        self.highest_peer_stream = self.highest_peer_stream.max(id.0);
         let tx = self.tx.clone();
         let timeout = self.spec.tuning.connect_timeout.0;
         let deny = self.spec.deny_origins.clone();
@@ -167,6 +222,7 @@ impl Session {
             Ok(sock) => {
                 if let Some(s) = self.streams.get_mut(&id) {
                     s.origin_up = true;
+                    tracing::debug!(stream = %id, dest = %s.dest, "origin connected");
                 }
                 self.send_control(&Frame::StreamOpened { stream: id });
                 self.start_app(id, sock, None);
@@ -183,11 +239,22 @@ impl Session {
 
     /// Primary: the proxy reached the origin.
     pub(super) fn peer_confirmed(&mut self, id: StreamId) {
-        let Some((sock, socks)) = self.streams.get_mut(&id).and_then(|s| s.pending.take()) else {
+        let Some(s) = self.streams.get_mut(&id) else {
+            // The stream ended here meanwhile (it expired, or the proxy refused its early
+            // data and the `STREAM_OPEN` arrived after): close the proxy's end too.
+            if id.0 < self.next_stream {
+                self.send_control(&Frame::StreamRst {
+                    stream: id,
+                    reason: Reason::CANCELLED,
+                });
+            }
             return;
         };
-        let prefix = socks.then(|| socks_reply(Ok(())));
-        self.start_app(id, sock, prefix);
+        s.awaiting_open = false;
+        if let Some((sock, socks)) = s.pending.take() {
+            let prefix = socks.then(|| socks_reply(Ok(())));
+            self.start_app(id, sock, prefix);
+        }
     }
 
     pub(super) fn app_data(&mut self, id: StreamId, data: Bytes) {
@@ -311,13 +378,14 @@ impl Session {
         }
     }
 
-    /// Expires streams waiting too long for the proxy to reach their origin.
+    /// Expires streams whose open handshake takes too long: at the primary, the proxy has not
+    /// reached the origin; at the proxy, early data whose `STREAM_OPEN` never came.
     pub(super) fn expire_pending(&mut self) {
         let limit = self.spec.tuning.connect_timeout.0 + Duration::from_secs(2);
         let stale: Vec<StreamId> = self
             .streams
             .iter()
-            .filter(|(_, s)| s.pending.is_some() && s.opened_at.elapsed() > limit)
+            .filter(|(_, s)| s.awaiting_open && s.opened_at.elapsed() > limit)
             .map(|(id, _)| *id)
             .collect();
         for id in stale {

@@ -258,7 +258,11 @@ impl Device {
         let child = Command::new(env!("CARGO_BIN_EXE_mpbond"))
             .args([self.role.as_str(), "-c"])
             .arg(&self.cfg)
-            .env("RUST_LOG", "info")
+            // `MPBOND_TEST_LOG=debug cargo test ...` for the daemons' debug logs.
+            .env(
+                "RUST_LOG",
+                std::env::var("MPBOND_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
