@@ -466,6 +466,9 @@ impl Session {
                     }
                 }
                 Output::Data(t) => {
+                    if tracing::enabled!(target: "mpbond::sched", tracing::Level::TRACE) {
+                        trace_decision(&t, &views);
+                    }
                     let Some(l) = self.subflow_link(t.subflow, true) else {
                         // The subflow lost its last link during this pump (a write failed):
                         // it was removed, so these bytes are taken back and rescheduled.
@@ -558,4 +561,37 @@ impl Session {
             reinjected_bytes: st.reinjected_bytes,
         }
     }
+}
+
+/// One scheduling decision and the path views it was made from, for offline analysis of
+/// PAMS in the lab (`RUST_LOG=mpbond::sched=trace`): per subflow its id, idle flag, PAD
+/// inputs (queued, outstanding, throughput, RTT) and, for a helper, the pipe's reported
+/// buffer and throughput.
+fn trace_decision(t: &mpbond_core::conn::Transmit, views: &[mpbond_core::PathView]) {
+    let paths: Vec<String> = views
+        .iter()
+        .map(|v| {
+            let pipe = v.pipe.as_ref().map_or(String::new(), |p| {
+                format!(" bp={} thp={:.0}", p.buffered, p.throughput)
+            });
+            format!(
+                "{}{} q={} out={} th={:.0} rtt={:.4}{pipe}",
+                v.id,
+                if v.idle { "*" } else { "" },
+                v.queued,
+                v.outstanding,
+                v.throughput,
+                v.rtt
+            )
+        })
+        .collect();
+    tracing::trace!(
+        target: "mpbond::sched",
+        to = %t.subflow,
+        dsn = t.dsn,
+        len = t.payload.len(),
+        reinjected = t.reinjected,
+        paths = %paths.join(" | "),
+        "sent"
+    );
 }
