@@ -189,6 +189,9 @@ impl Session {
                 });
                 return;
             }
+            // Refused or not, this id is now taken: late data of it is dropped, not kept as
+            // an early stream.
+            self.highest_peer_stream = self.highest_peer_stream.max(id.0);
             if let Err(r) = self.new_stream(id, dest.to_string()) {
                 self.send_control(&Frame::StreamRst {
                     stream: id,
