@@ -32,11 +32,8 @@ impl Session {
                 dsn,
                 payload,
             } => {
-                let mut r = self.receiver.on_data(now, stream, dsn, payload.clone());
-                if matches!(r, Err(ReceiveError::UnknownStream(_))) && self.early_stream(stream) {
-                    r = self.receiver.on_data(now, stream, dsn, payload);
-                }
-                match r {
+                self.early_stream(stream);
+                match self.receiver.on_data(now, stream, dsn, payload) {
                     Ok(n) => {
                         if n > 0 {
                             self.readable.insert(stream);
@@ -55,11 +52,8 @@ impl Session {
                 }
             }
             Frame::StreamFin { stream, final_size } => {
-                let mut r = self.receiver.on_fin(stream, final_size);
-                if matches!(r, Err(ReceiveError::UnknownStream(_))) && self.early_stream(stream) {
-                    r = self.receiver.on_fin(stream, final_size);
-                }
-                match r {
+                self.early_stream(stream);
+                match self.receiver.on_fin(stream, final_size) {
                     Ok(()) => {
                         self.readable.insert(stream);
                     }

@@ -141,12 +141,16 @@ impl Session {
     /// `[primary] early_data`: the open went over the control link, the data over a subflow
     /// that was faster this time). The stream is created without a destination so the bytes
     /// are kept (the primary's sender would not send them again); `peer_opened` fills in the
-    /// rest. Returns whether the stream now exists. A stream the proxy cannot take is reset
-    /// at once, so the primary's application gets an error rather than a stall.
-    pub(super) fn early_stream(&mut self, id: StreamId) -> bool {
-        if self.spec.side != Side::Proxy || id.0 <= self.highest_peer_stream {
-            // At or below the highest opened id: late data of a stream that is over.
-            return false;
+    /// rest. Called for every incoming data or FIN frame; it does nothing for a stream that
+    /// exists, at the primary, and at or below the highest opened id (late data of a stream
+    /// that is over). A stream the proxy cannot take is reset at once, so the primary's
+    /// application gets an error rather than a stall.
+    pub(super) fn early_stream(&mut self, id: StreamId) {
+        if self.spec.side != Side::Proxy
+            || id.0 <= self.highest_peer_stream
+            || self.streams.contains_key(&id)
+        {
+            return;
         }
         match self.new_stream(id, "(awaiting STREAM_OPEN)".into()) {
             Ok(()) => {
@@ -154,12 +158,10 @@ impl Session {
                     s.awaiting_open = true;
                 }
                 tracing::debug!(stream = %id, "data before STREAM_OPEN; buffering");
-                true
             }
             Err(reason) => {
                 tracing::debug!(stream = %id, %reason, "data before STREAM_OPEN refused");
                 self.send_control(&Frame::StreamRst { stream: id, reason });
-                false
             }
         }
     }
@@ -170,37 +172,40 @@ impl Session {
         if self.spec.side != Side::Proxy {
             return;
         }
-        if let Some(s) = self.streams.get_mut(&id) {
-            if !s.awaiting_open {
+        let early = match self.streams.get(&id) {
+            Some(s) if !s.awaiting_open => {
                 if s.origin_up {
                     self.send_control(&Frame::StreamOpened { stream: id });
                 }
                 return;
             }
-            // Its data came first; now it has a destination.
-            s.awaiting_open = false;
-            s.dest = dest.to_string();
-        } else {
-            if id.0 <= self.highest_peer_stream {
-                // Opened and closed before: it is over.
-                self.send_control(&Frame::StreamRst {
-                    stream: id,
-                    reason: Reason::CANCELLED,
-                });
-                return;
-            }
-            // Refused or not, this id is now taken: late data of it is dropped, not kept as
-            // an early stream.
-            self.highest_peer_stream = self.highest_peer_stream.max(id.0);
-            if let Err(r) = self.new_stream(id, dest.to_string()) {
-                self.send_control(&Frame::StreamRst {
-                    stream: id,
-                    reason: r,
-                });
-                return;
-            }
+            Some(_) => true,
+            None => false,
+        };
+        if !early && id.0 <= self.highest_peer_stream {
+            // Opened and closed before: it is over.
+            self.send_control(&Frame::StreamRst {
+                stream: id,
+                reason: Reason::CANCELLED,
+            });
+            return;
         }
+        // Refused or not, this id is now taken: late data of it is dropped, not kept as an
+        // early stream.
         self.highest_peer_stream = self.highest_peer_stream.max(id.0);
+        if early {
+            // Its data came first; now it has a destination.
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.awaiting_open = false;
+                s.dest = dest.to_string();
+            }
+        } else if let Err(r) = self.new_stream(id, dest.to_string()) {
+            self.send_control(&Frame::StreamRst {
+                stream: id,
+                reason: r,
+            });
+            return;
+        }
         let tx = self.tx.clone();
         let timeout = self.spec.tuning.connect_timeout.0;
         let deny = self.spec.deny_origins.clone();

@@ -588,6 +588,15 @@ pub fn curl_put(
     }
 }
 
+/// The body of a raw HTTP response: what follows the blank line after the headers.
+pub fn http_body(response: &[u8]) -> &[u8] {
+    let at = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP response with headers");
+    &response[at + 4..]
+}
+
 /// A minimal SOCKS5 + HTTP GET client, for many concurrent streams without many processes.
 pub fn socks_get(socks: SocketAddr, origin: SocketAddr, path: &str) -> Result<Vec<u8>, String> {
     let e = |x: std::io::Error| x.to_string();
