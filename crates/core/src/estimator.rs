@@ -36,7 +36,9 @@ pub struct TcpSample {
 /// the kernel's delivery rate when one is given. CWND/RTT overshoots in slow start and whenever
 /// the smoothed RTT lags a growing queue; the delivery rate measures what the path actually
 /// delivered. An application-limited delivery-rate sample (the scheduler left the path idle)
-/// can only raise the estimate, never lower it, as in BBR. The average uses a time constant
+/// can only raise the estimate, never lower it, as in BBR; until the path has been seen busy
+/// it counts at least CWND/RTT. Once a busy delivery rate has come, CWND/RTT is never
+/// averaged in again (docs/design.md, "Path estimation"). The average uses a time constant
 /// rather than a per-sample weight, so it reacts at the same speed whether samples come every
 /// ACK (simulator) or every few milliseconds (daemon).
 ///
@@ -60,6 +62,9 @@ pub struct PathEstimator {
     srtt: f64,
     min_rtt: f64,
     throughput: Option<f64>,
+    /// Whether a delivery-rate sample that was not application-limited has been averaged in:
+    /// from then on CWND/RTT is not.
+    delivery: bool,
     last: Option<Time>,
     hold_rtts: f64,
     retransmits: Option<u64>,
@@ -82,6 +87,7 @@ impl PathEstimator {
             srtt: 0.0,
             min_rtt: f64::INFINITY,
             throughput: None,
+            delivery: false,
             last: None,
             hold_rtts: 0.0,
             retransmits: None,
@@ -104,16 +110,35 @@ impl PathEstimator {
         self.srtt = s.srtt;
         self.min_rtt = self.min_rtt.min(s.srtt);
         self.note_loss(&s);
+        let window_rate = s.cwnd as f64 / s.srtt;
         let sample = match s.delivery_rate {
             Some(r) if r.is_finite() && r > 0.0 => {
-                if s.app_limited && self.throughput.is_some_and(|t| r <= t) {
-                    self.srtt = s.srtt;
-                    self.last = Some(s.now);
-                    return;
+                if s.app_limited {
+                    // An application-limited sample only bounds the path from below. Until
+                    // the path has been seen busy, what its window sends in the next round
+                    // trip is the better guess: a session whose links carried only pings
+                    // otherwise starts every path at the pings' few KB/s, and PAMS then
+                    // splits the first round trips by noise.
+                    let r = if self.delivery { r } else { r.max(window_rate) };
+                    if self.throughput.is_some_and(|t| r <= t) {
+                        self.last = Some(s.now);
+                        return;
+                    }
+                    r
+                } else {
+                    self.delivery = true;
+                    r
                 }
-                r
             }
-            _ => s.cwnd as f64 / s.srtt,
+            // A reading without a delivery rate (the kernel skips intervals shorter than the
+            // minimum RTT) says nothing about the rate once real ones have come: averaging
+            // CWND/RTT in then drags the estimate toward a slow-start window over a short
+            // RTT (a 4 ms pipe's first window reads 2.5 MB/s on a 625 KB/s link).
+            _ if self.delivery => {
+                self.last = Some(s.now);
+                return;
+            }
+            _ => window_rate,
         };
         self.throughput = Some(match (self.throughput, self.last) {
             (Some(old), Some(last)) => {
@@ -252,6 +277,53 @@ mod tests {
         s.now = Time::from_millis(200);
         e.on_sample(s);
         assert!(e.throughput() > 500_000.0);
+    }
+
+    #[test]
+    fn cwnd_over_rtt_is_not_mixed_into_delivery_rates() {
+        // A pipe: 4 ms RTT, 625 KB/s. Its first readings after a burst have no delivery rate
+        // while the window is 11 segments: CWND/RTT would say 4 MB/s.
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        let mut s = sample(0, 0.004, 16_000);
+        s.delivery_rate = Some(625_000.0);
+        e.on_sample(s);
+        e.on_sample(sample(80, 0.004, 16_000));
+        assert_eq!(e.throughput(), 625_000.0);
+        assert_eq!(e.srtt(), 0.004);
+        // Before any delivery rate, CWND/RTT is the provisional estimate.
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        e.on_sample(sample(0, 0.05, 14_480));
+        assert!((e.throughput() - 289_600.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_path_seen_only_idle_is_rated_by_its_window() {
+        // A session's PS-Path has carried only pings: the kernel's rate sample (app-limited)
+        // reads 28 KB/s, the initial window over 55 ms reads 263 KB/s.
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        let mut s = sample(0, 0.055, 14_480);
+        s.delivery_rate = Some(28_000.0);
+        s.app_limited = true;
+        e.on_sample(s);
+        let window = 14_480.0 / 0.055;
+        assert!((e.throughput() - window).abs() < 1e-6, "{}", e.throughput());
+        // The first busy sample is averaged in from there; from then on the window is not.
+        s.now = Time::from_millis(100);
+        s.app_limited = false;
+        s.delivery_rate = Some(100_000.0);
+        e.on_sample(s);
+        let after = e.throughput();
+        assert!(after < window && after > 100_000.0, "{after}");
+        s.now = Time::from_millis(200);
+        s.app_limited = true;
+        s.delivery_rate = Some(30_000.0);
+        s.cwnd = 1_000_000;
+        e.on_sample(s);
+        assert_eq!(
+            e.throughput(),
+            after,
+            "idle, and no window guess once measured"
+        );
     }
 
     fn rate(ms: u64, bytes_per_s: f64, retransmits: u64) -> TcpSample {

@@ -46,6 +46,25 @@ fn pams_finishes_subflows_together_near_the_lower_bound() {
     );
 }
 
+#[test]
+fn pams_splits_a_short_download_by_the_paths_rates() {
+    // 512 KB, PS 8 and pipe 5 Mbps: the helper should carry about 5/13 of it. The download
+    // is scheduled within its first round trips, so this holds only if the helper's pipe
+    // estimate is right from the start (a reading of the pipe's window over its 4 ms RTT
+    // once gave the helper half).
+    let r = run(&Scenario::paper_common(1, 512_000, "pams")).unwrap();
+    assert!(r.verified);
+    let helper = r.subflows.iter().find(|s| s.name == "helper1").unwrap();
+    let share = helper.bytes as f64 / 512_000.0;
+    assert!(
+        (0.30..=0.45).contains(&share),
+        "the helper delivered {:.0}% of the bytes",
+        share * 100.0
+    );
+    let ratio = r.ratio_to_bound.unwrap();
+    assert!(ratio < 1.35, "{ratio:.3} of the fluid bound");
+}
+
 fn reinjection_case(reinject: bool, lookahead: Option<f64>) -> SimResult {
     // PS 5, HS 10, pipe 5 Mbps, 4 MB; at 2 s the pipe drops to 1 Mbps (MPBond §6.2).
     let mut sc = Scenario::new(
