@@ -25,6 +25,10 @@ pub struct TcpSample {
     /// True when the delivery-rate sample was limited by the application rather than the
     /// network (tcpi_delivery_rate_app_limited); such samples understate the path.
     pub app_limited: bool,
+    /// True when the connection was in slow start (congestion window below the threshold):
+    /// its rate then grows with the window, not with the path, and understates the path
+    /// too.
+    pub slow_start: bool,
     /// Segments retransmitted since the connection opened (tcpi_total_retrans); a rise
     /// marks a loss episode.
     pub retransmits: u64,
@@ -65,6 +69,10 @@ pub struct PathEstimator {
     /// Whether a delivery-rate sample that was not application-limited has been averaged in:
     /// from then on CWND/RTT is not.
     delivery: bool,
+    /// When the last busy (not application-limited) delivery rate came.
+    last_busy: Option<Time>,
+    /// In the slow start that follows an idle period ([`RESTART_IDLE`]).
+    restarting: bool,
     last: Option<Time>,
     hold_rtts: f64,
     retransmits: Option<u64>,
@@ -75,6 +83,11 @@ pub struct PathEstimator {
 /// How long [`PathEstimator`] holds its level after a loss when asked to
 /// ([`PathEstimator::with_loss_hold`]), in smoothed RTTs: the dip lasts two or three.
 pub const LOSS_HOLD_RTTS: f64 = 3.0;
+
+/// A path without busy samples for longer than this has restarted its window when it sends
+/// again: Linux does so after an idle period longer than the retransmission timeout, at
+/// least 200 ms (`tcp_slow_start_after_idle`).
+pub const RESTART_IDLE: Duration = Duration::from_millis(200);
 
 /// Longest hold after a loss, seconds, whatever the RTT.
 pub const MAX_LOSS_HOLD: f64 = 0.5;
@@ -88,6 +101,8 @@ impl PathEstimator {
             min_rtt: f64::INFINITY,
             throughput: None,
             delivery: false,
+            last_busy: None,
+            restarting: false,
             last: None,
             hold_rtts: 0.0,
             retransmits: None,
@@ -126,7 +141,20 @@ impl PathEstimator {
                     }
                     r
                 } else {
+                    let idle = self
+                        .last_busy
+                        .is_some_and(|b| s.now.saturating_since(b) > RESTART_IDLE);
+                    self.last_busy = Some(s.now);
                     self.delivery = true;
+                    // After an idle period the kernel restarts the window from its initial
+                    // value; until it leaves that slow start, a sample tells how far the
+                    // window has got, not what the path carries, so it cannot lower what
+                    // was measured before the pause.
+                    self.restarting = s.slow_start && (self.restarting || idle);
+                    if self.restarting && self.throughput.is_some_and(|t| r <= t) {
+                        self.last = Some(s.now);
+                        return;
+                    }
                     r
                 }
             }
@@ -241,6 +269,7 @@ mod tests {
             cwnd,
             delivery_rate: None,
             app_limited: false,
+            slow_start: false,
             retransmits: 0,
         }
     }
@@ -332,6 +361,37 @@ mod tests {
             retransmits,
             ..sample(ms, 0.1, 0)
         }
+    }
+
+    #[test]
+    fn the_slow_start_after_an_idle_period_cannot_lower_what_was_measured() {
+        let busy = |ms: u64, r: f64, slow_start: bool| TcpSample {
+            slow_start,
+            ..rate(ms, r, 0)
+        };
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        for ms in (0..1000).step_by(10) {
+            e.on_sample(busy(ms, 1e6, false));
+        }
+        // One second without acknowledgements, then the window restarts: the samples climb
+        // from a tenth of the rate, still in slow start.
+        for (i, r) in [1e5, 2e5, 4e5, 8e5].into_iter().enumerate() {
+            e.on_sample(busy(2000 + 50 * i as u64, r, true));
+            assert!(e.throughput() > 0.99e6, "{r}: {}", e.throughput());
+        }
+        // Out of slow start, a lower rate is the path's and is followed.
+        for ms in (2200..2700).step_by(10) {
+            e.on_sample(busy(ms, 5e5, false));
+        }
+        assert!(e.throughput() < 6e5, "{}", e.throughput());
+        // The initial slow start of a fresh connection is averaged in as it comes: nothing
+        // was measured before it.
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        e.on_sample(sample(0, 0.05, 14_480));
+        for ms in (10..300).step_by(10) {
+            e.on_sample(busy(ms, 1e5, true));
+        }
+        assert!(e.throughput() < 1.2e5, "{}", e.throughput());
     }
 
     #[test]

@@ -93,6 +93,10 @@ pub struct TcpInfo {
     pub total_retrans: u32,
     /// Milliseconds since the last ACK was received.
     pub last_ack_recv_ms: u32,
+    /// The congestion window is below the slow-start threshold, so it still doubles every
+    /// round trip (the kernel reports a threshold of 0 during the initial slow start).
+    #[serde(default)]
+    pub slow_start: bool,
 }
 
 impl TcpInfo {
@@ -161,6 +165,7 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
         segs_out: r.segs_out,
         total_retrans: r.total_retrans,
         last_ack_recv_ms: r.last_ack_recv,
+        slow_start: r.snd_ssthresh == 0 || r.snd_cwnd < r.snd_ssthresh,
     })
 }
 

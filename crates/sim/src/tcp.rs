@@ -231,6 +231,11 @@ impl<F> Tcp<F> {
         }
     }
 
+    /// True while the congestion window is below the slow-start threshold.
+    pub fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
     /// The latest delivery-rate sample.
     pub fn delivery_rate(&self) -> Option<RateSample> {
         self.rate

@@ -248,6 +248,7 @@ impl<'a> World<'a> {
                 cwnd: sc.tcp.initial_window * mss,
                 delivery_rate: None,
                 app_limited: false,
+                slow_start: false,
                 retransmits: 0,
             });
             e
@@ -267,6 +268,7 @@ impl<'a> World<'a> {
                     cwnd: 0,
                     delivery_rate: Some(h.pipe.rate.nominal_bps(Time::ZERO) / 8.0),
                     app_limited: false,
+                    slow_start: false,
                     retransmits: 0,
                 });
             }
@@ -467,6 +469,7 @@ impl<'a> World<'a> {
             cwnd: tcp.cwnd(),
             delivery_rate: rate.map(|r| r.rate),
             app_limited: rate.is_some_and(|r| r.app_limited),
+            slow_start: tcp.in_slow_start(),
             retransmits: tcp.stats().retransmissions,
         };
         if f == 0 {

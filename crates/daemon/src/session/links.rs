@@ -137,7 +137,7 @@ impl Session {
         });
         let mut est = PathEstimator::new(ESTIMATOR_TAU).with_loss_hold(self.spec.tuning.loss_hold);
         let tcp = sys::tcp_info(sock.as_ref()).unwrap_or_default();
-        feed(&mut est, &tcp, self.now());
+        feed(&mut est, &tcp, true, self.now());
         self.links.insert(
             id,
             LinkState {
@@ -327,8 +327,9 @@ impl Session {
         let base = self.spec.tuning.lowat.0;
         for l in self.links.values_mut() {
             if let Ok(t) = sys::tcp_info(l.writer.sock().as_ref()) {
+                let fresh = t.bytes_acked != l.tcp.bytes_acked;
                 l.tcp = t;
-                feed(&mut l.est, &t, now);
+                feed(&mut l.est, &t, fresh, now);
                 let want = ((l.est.throughput() * COMMIT_TIME.as_secs_f64()) as u64)
                     .clamp(base, base.saturating_mul(16));
                 if want.abs_diff(l.lowat) * 4 > l.lowat {
@@ -604,8 +605,12 @@ impl Session {
     }
 }
 
-/// Feeds a link estimator from TCP_INFO: the kernel's delivery rate when it has one.
-fn feed(est: &mut PathEstimator, t: &TcpInfo, now: mpbond_core::Time) {
+/// Feeds a link estimator from TCP_INFO: the kernel's delivery rate when it has one and it is
+/// `fresh` (something was acknowledged since the last reading). The kernel keeps reporting
+/// its last rate sample, flags and all, while nothing is acknowledged: read every tick, an
+/// idle link would keep feeding the last sample of its previous transfer as if it were new
+/// (after a download, the slow tail of it), and an idle period could not be told apart.
+fn feed(est: &mut PathEstimator, t: &TcpInfo, fresh: bool, now: mpbond_core::Time) {
     if t.rtt_us == 0 {
         return;
     }
@@ -613,8 +618,45 @@ fn feed(est: &mut PathEstimator, t: &TcpInfo, now: mpbond_core::Time) {
         now,
         srtt: t.rtt_us as f64 / 1e6,
         cwnd: t.cwnd_bytes,
-        delivery_rate: (t.delivery_rate > 0).then_some(t.delivery_rate as f64),
+        delivery_rate: (fresh && t.delivery_rate > 0).then_some(t.delivery_rate as f64),
         app_limited: t.app_limited,
+        slow_start: t.slow_start,
         retransmits: u64::from(t.total_retrans),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_reading_of_an_idle_link_is_not_a_new_rate_sample() {
+        // A link measured at 1 MB/s, then idle: the kernel keeps reporting the slow last
+        // sample of the transfer's tail (200 KB/s, not application-limited).
+        let mut est = PathEstimator::new(ESTIMATOR_TAU);
+        let mut t = TcpInfo {
+            rtt_us: 50_000,
+            cwnd_bytes: 100_000,
+            delivery_rate: 1_000_000,
+            ..TcpInfo::default()
+        };
+        for ms in (0..1000).step_by(5) {
+            t.bytes_acked += 5_000;
+            feed(&mut est, &t, true, mpbond_core::Time::from_millis(ms));
+        }
+        assert!((est.throughput() - 1e6).abs() < 1e3);
+        t.delivery_rate = 200_000;
+        t.bytes_acked += 1_000;
+        feed(&mut est, &t, true, mpbond_core::Time::from_millis(1000));
+        let after_tail = est.throughput();
+        for ms in (1005..3000).step_by(5) {
+            feed(&mut est, &t, false, mpbond_core::Time::from_millis(ms));
+        }
+        assert_eq!(
+            est.throughput(),
+            after_tail,
+            "two idle seconds moved the estimate"
+        );
+        assert!(after_tail > 0.9e6, "{after_tail}");
+    }
 }
