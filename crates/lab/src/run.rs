@@ -22,6 +22,13 @@ use crate::{combine, split};
 
 /// Emulator time at which the workload starts: the scheme's programs have connected by then.
 pub const WARMUP: Duration = Duration::from_millis(2500);
+/// How much later the workload starts when the scenario warms the session first
+/// (`workload.warm`): the warm-up download runs in this time.
+pub const WARM_LEAD: Duration = Duration::from_secs(4);
+/// Least silence between the warm-up's end and the measured download: longer than any
+/// retransmission timeout here, so every TCP connection restarts from its initial window
+/// (Linux's `tcp_slow_start_after_idle`), as a later download on a deployed system would.
+pub const WARM_IDLE: Duration = Duration::from_secs(1);
 /// TCP payload per 1500-byte IP packet (MSS 1448 with timestamps): the lower bound counts
 /// payload capacity, because that is what a download can use.
 pub const PAYLOAD_SHARE: f64 = 1448.0 / 1500.0;
@@ -258,6 +265,7 @@ pub fn bound_mbps(topo: &TopologySpec, scheme: Scheme, duration: Duration) -> f6
 }
 
 /// How the client reaches the origin.
+#[derive(Clone)]
 enum Client {
     Via(Via),
     Combine {
@@ -282,7 +290,14 @@ pub fn run_one(
     sc.supports(scheme)?;
     let kind = sc.workload.kind;
     let upload = kind == WorkloadKind::Upload;
-    let topo = sc.topology(WARMUP, rep)?;
+    let warm = sc.warm()?;
+    let lead = WARMUP
+        + if warm.is_some() {
+            WARM_LEAD
+        } else {
+            Duration::ZERO
+        };
+    let topo = sc.topology(lead, rep)?;
     let helpers_used = scheme.helpers_used(topo.helpers.len());
     let mut tb = Testbed::build(&topo)?;
     let work = env.work.join(format!("{}-{}-{}", scheme, size, rep));
@@ -383,9 +398,32 @@ pub fn run_one(
         WorkloadKind::Video => Some(sc.player()?),
         _ => None,
     };
+    let emu_now = || tb.emu.as_ref().map_or(lead, |e| e.now());
+    if let Some(w) = warm {
+        while emu_now() < WARMUP {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let f = in_ns(&tb.names.primary, {
+            let client = client.clone();
+            move |rt| rt.block_on(warm_up(client, origin, w))
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the warm-up thread panicked"))??;
+        if !f.intact {
+            anyhow::bail!("the warm-up download of {w} bytes did not arrive intact");
+        }
+        let ended = emu_now();
+        if ended + WARM_IDLE > lead {
+            anyhow::bail!(
+                "the warm-up download ended {:.1} s after the start of the lead time, less \
+                 than {:?} before the measured download: make workload.warm smaller",
+                (ended.saturating_sub(WARMUP)).as_secs_f64(),
+                WARM_IDLE
+            );
+        }
+    }
     // Wait for the workload's start time.
-    let emu_now = || tb.emu.as_ref().map_or(WARMUP, |e| e.now());
-    while emu_now() < WARMUP {
+    while emu_now() < lead {
         std::thread::sleep(Duration::from_millis(5));
     }
     let start_us = emu_now().as_micros() as u64;
@@ -530,6 +568,25 @@ pub fn run_one(
         variant: None,
         video,
         chunk_times,
+    })
+}
+
+/// The warm-up download of `workload.warm`: `size` bytes over the same client as the
+/// measured download.
+async fn warm_up(client: Client, origin: SocketAddr, size: u64) -> anyhow::Result<http::Fetch> {
+    let started = Instant::now();
+    Ok(match client {
+        Client::Combine { chunk, helpers } => {
+            combine::download(origin, &helpers, size, chunk).await?
+        }
+        Client::Split { ps_percent, tether } => {
+            let ps_bytes = size * u64::from(ps_percent) / 100;
+            split::download(origin, size, ps_bytes, tether).await?
+        }
+        Client::Via(via) => {
+            let mut s = http::connect(origin, &via).await?;
+            http::get(&mut s, size, None, started).await?
+        }
     })
 }
 

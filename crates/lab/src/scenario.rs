@@ -137,6 +137,13 @@ pub struct WorkloadDef {
     /// `chunks`: the pause after each chunk, uniform between these (default 1 s to 5 s).
     #[serde(default = "default_gap")]
     pub gap: [String; 2],
+    /// `download`: first fetch this much (`"1MB"`) through the same client, daemons and
+    /// links, then stay idle until the measured download starts (`run::WARM_LEAD` after the
+    /// workload's usual start). Every run otherwise starts from fresh daemons, whose path
+    /// estimates know nothing yet; a deployed mpbond keeps its session, and its estimates,
+    /// across downloads. Default: none.
+    #[serde(default)]
+    pub warm: Option<String>,
 }
 
 fn default_gap() -> [String; 2] {
@@ -346,6 +353,7 @@ impl Scenario {
         for s in &self.workload.sizes {
             parse_size(s)?;
         }
+        self.warm()?;
         match self.workload.kind {
             WorkloadKind::Download | WorkloadKind::Upload if self.workload.sizes.is_empty() => {
                 anyhow::bail!("workload.sizes is empty")
@@ -513,6 +521,22 @@ impl Scenario {
     }
 
     /// `chunks`: the pause bounds.
+    /// The warm-up download's size ([`WorkloadDef::warm`]), if any.
+    pub fn warm(&self) -> anyhow::Result<Option<u64>> {
+        let Some(w) = &self.workload.warm else {
+            return Ok(None);
+        };
+        if self.workload.kind != WorkloadKind::Download {
+            anyhow::bail!("workload.warm applies to downloads only");
+        }
+        let size = parse_size(w).map_err(|e| anyhow::anyhow!("workload.warm: {e}"))?;
+        if size == 0 {
+            anyhow::bail!("workload.warm: a warm-up of 0 bytes; leave the key out instead");
+        }
+        Ok(Some(size))
+    }
+
+    /// `chunks`: the bounds of the pause after each chunk.
     pub fn gap(&self) -> anyhow::Result<(Duration, Duration)> {
         Ok((
             parse_duration(&self.workload.gap[0])?,
@@ -755,6 +779,26 @@ pipe = { down = "5Mbps" }
 [workload]
 sizes = ["1MB", "2MB"]
 "#;
+
+    #[test]
+    fn a_warm_up_is_a_size_and_only_for_downloads() {
+        let sc = Scenario::parse(&format!("{BASE}warm = \"1MB\"\n")).unwrap();
+        assert_eq!(sc.warm().unwrap(), Some(1_000_000));
+        assert_eq!(Scenario::parse(BASE).unwrap().warm().unwrap(), None);
+        let bad = |extra: &str| {
+            Scenario::parse(&format!("{BASE}{extra}"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad("warm = \"lots\"\n").contains("workload.warm"));
+        assert!(bad("warm = \"0MB\"\n").contains("0 bytes"));
+        let bulk = BASE.replace(
+            "sizes = [\"1MB\", \"2MB\"]",
+            "kind = \"bulk\"\nwarm = \"1MB\"",
+        );
+        let e = Scenario::parse(&bulk).unwrap_err().to_string();
+        assert!(e.contains("downloads only"), "{e}");
+    }
 
     #[test]
     fn a_sweep_expands_to_every_combination_and_variants_follow() {

@@ -77,6 +77,11 @@ pub struct RunArgs {
     /// `<out>/work/.../<scheme>-<size>-<rep>/packets.csv`.
     #[arg(long)]
     packets: bool,
+    /// Before each measured download, fetch this much (e.g. 1MB) through the same client and
+    /// daemons (scenario key `workload.warm`): a warm session, as a deployed mpbond keeps
+    /// between downloads, instead of fresh daemons.
+    #[arg(long, value_name = "SIZE")]
+    warm: Option<String>,
 }
 
 /// Options of `mpbond lab demo`.
@@ -104,6 +109,10 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             }
             if let Some(cc) = a.cc {
                 sc.cc = cc;
+            }
+            if let Some(w) = a.warm {
+                sc.workload.warm = Some(w);
+                sc.warm()?;
             }
             if let Some(s) = a.schemes {
                 for x in &s {
