@@ -89,6 +89,16 @@ impl PathView {
         self.rtt / 2.0
     }
 
+    /// One-way propagation delay of the sender-side path, `min_rtt / 2`: the delay of a byte
+    /// that meets no queue. Falls back to [`owd`](Self::owd) while no minimum is known.
+    pub fn propagation_owd(&self) -> f64 {
+        if self.min_rtt > 0.0 {
+            self.min_rtt / 2.0
+        } else {
+            self.owd()
+        }
+    }
+
     /// Bytes queued at the sender that TCP has not sent yet.
     pub fn unsent(&self) -> u64 {
         self.queued.saturating_sub(self.inflight)

@@ -59,9 +59,13 @@ pub fn pad(p: &PathView) -> f64 {
 /// new byte is behind exactly B_s bytes that leave the bottleneck at `Th`, and the last of
 /// them is acknowledged `B_s / Th` from now, so it reached the receiver one return delay
 /// (about `min_rtt / 2`) earlier: the new byte arrives at `B_s / Th - min_rtt / 2`. A
-/// path that is not saturated delivers a new byte after its one-way delay. So:
+/// path that is not saturated delivers a new byte after its propagation delay, `minRTT / 2`
+/// ([`PathView::propagation_owd`]): the queue our own bytes built is already in `B_s / Th`,
+/// and the smoothed RTT would count it again; after an idle period it even holds the queue of
+/// the previous transfer (145 ms on a 50 ms path, read at the start of the next download).
+/// So:
 ///
-/// - direct subflow: `D_s = max(OWD, B_s / Th_ps - minRTT_ps / 2)`;
+/// - direct subflow: `D_s = max(minRTT_ps / 2, B_s / Th_ps - minRTT_ps / 2)`;
 /// - helper subflow: `max(D_hs + OWD_p, max(B_s + B_p, outstanding) / Th_p)` with `D_hs`
 ///   the same for the HS-Path: the byte either reaches an empty pipe (then crosses it), or
 ///   it waits behind every byte ahead of it on the HS-Path and in the helper, all of which
@@ -74,13 +78,14 @@ pub fn pad(p: &PathView) -> f64 {
 /// Under CUBIC's standing queue at a cellular bottleneck the paper's form overstates a
 /// direct subflow by about one RTT (srtt/2 + minRTT/2) and a helper subflow whose pipe is the
 /// bottleneck by the HS-Path's OWD plus the pipe's; the two errors differ, which skews the
-/// common finish. For an idle path (nothing in flight) both forms agree. In the simulator
+/// common finish. For an idle path whose smoothed RTT has settled both forms agree. In the
+/// simulator
 /// this form cuts Figure 4's completion gap from 0.050 s to 0.008 s; in the lab its effect
 /// is within the spread between runs (docs/evaluation.md, "What we changed", item 7).
 pub fn pad_drain(p: &PathView) -> f64 {
     let b_s = p.queued as f64;
     let d_s = p
-        .owd()
+        .propagation_owd()
         .max(b_s / p.throughput.max(MIN_THROUGHPUT) - p.min_rtt / 2.0);
     match (p.kind, &p.pipe) {
         (PathKind::Helper, Some(pipe)) => {
@@ -525,8 +530,13 @@ mod tests {
         assert!(close(pad_drain(&p), 0.125), "{}", pad_drain(&p));
         assert!(close(pad(&p), 0.225));
         // Nothing in flight: one-way delay in both forms.
-        let idle = direct(0, 150.0, 8.0, 0, true);
+        let mut idle = direct(0, 150.0, 8.0, 0, true);
         assert!(close(pad_drain(&idle), 0.075) && close(pad(&idle), 0.075));
+        // Once the minimum is known, an empty path's byte meets no queue: the 150 ms smoothed
+        // RTT is the previous transfer's, and only the propagation delay counts.
+        idle.min_rtt = 0.05;
+        assert!(close(pad_drain(&idle), 0.025), "{}", pad_drain(&idle));
+        assert!(close(pad(&idle), 0.075));
         // A helper whose 5 Mbps pipe is the bottleneck: everything ahead of the byte (100 000
         // on the HS-Path, 400 000 at the helper) leaves the pipe at 625 000 B/s.
         let mut h = helper(1, 60.0, 10.0, 100_000, 4.0, 5.0, 400_000, true);
