@@ -66,10 +66,8 @@ pub struct PathEstimator {
     srtt: f64,
     min_rtt: f64,
     throughput: Option<f64>,
-    /// Whether a delivery-rate sample that was not application-limited has been averaged in:
-    /// from then on CWND/RTT is not.
-    delivery: bool,
-    /// When the last busy (not application-limited) delivery rate came.
+    /// When the last busy (not application-limited) delivery rate came; once one has, CWND/RTT
+    /// is no longer averaged in.
     last_busy: Option<Time>,
     /// In the slow start that follows an idle period ([`RESTART_IDLE`]).
     restarting: bool,
@@ -100,7 +98,6 @@ impl PathEstimator {
             srtt: 0.0,
             min_rtt: f64::INFINITY,
             throughput: None,
-            delivery: false,
             last_busy: None,
             restarting: false,
             last: None,
@@ -134,7 +131,11 @@ impl PathEstimator {
                     // trip is the better guess: a session whose links carried only pings
                     // otherwise starts every path at the pings' few KB/s, and PAMS then
                     // splits the first round trips by noise.
-                    let r = if self.delivery { r } else { r.max(window_rate) };
+                    let r = if self.last_busy.is_some() {
+                        r
+                    } else {
+                        r.max(window_rate)
+                    };
                     if self.throughput.is_some_and(|t| r <= t) {
                         self.last = Some(s.now);
                         return;
@@ -145,7 +146,6 @@ impl PathEstimator {
                         .last_busy
                         .is_some_and(|b| s.now.saturating_since(b) > RESTART_IDLE);
                     self.last_busy = Some(s.now);
-                    self.delivery = true;
                     // After an idle period the kernel restarts the window from its initial
                     // value; until it leaves that slow start, a sample tells how far the
                     // window has got, not what the path carries, so it cannot lower what
@@ -162,7 +162,7 @@ impl PathEstimator {
             // minimum RTT) says nothing about the rate once real ones have come: averaging
             // CWND/RTT in then drags the estimate toward a slow-start window over a short
             // RTT (a 4 ms pipe's first window reads 2.5 MB/s on a 625 KB/s link).
-            _ if self.delivery => {
+            _ if self.last_busy.is_some() => {
                 self.last = Some(s.now);
                 return;
             }

@@ -405,7 +405,7 @@ pub fn run_one(
         }
         let f = in_ns(&tb.names.primary, {
             let client = client.clone();
-            move |rt| rt.block_on(warm_up(client, origin, w))
+            move |rt| rt.block_on(fetch_file(client, origin, w))
         })
         .join()
         .map_err(|_| anyhow::anyhow!("the warm-up thread panicked"))??;
@@ -473,16 +473,8 @@ pub fn run_one(
             rt.block_on(async move {
                 let started = Instant::now();
                 let via = match client {
-                    Client::Combine { chunk, helpers } => {
-                        let f = combine::download(origin, &helpers, size, chunk).await?;
-                        return Ok((f, Vec::new(), None));
-                    }
-                    Client::Split { ps_percent, tether } => {
-                        let ps_bytes = size * u64::from(ps_percent) / 100;
-                        let f = split::download(origin, size, ps_bytes, tether).await?;
-                        return Ok((f, Vec::new(), None));
-                    }
                     Client::Via(v) => v,
+                    other => return Ok((fetch_file(other, origin, size).await?, Vec::new(), None)),
                 };
                 let mut s = http::connect(origin, &via).await?;
                 Ok(match (kind, player) {
@@ -571,9 +563,9 @@ pub fn run_one(
     })
 }
 
-/// The warm-up download of `workload.warm`: `size` bytes over the same client as the
-/// measured download.
-async fn warm_up(client: Client, origin: SocketAddr, size: u64) -> anyhow::Result<http::Fetch> {
+/// A plain download of `size` bytes over `client` (the warm-up of `workload.warm`, and the
+/// download itself for the clients that only download).
+async fn fetch_file(client: Client, origin: SocketAddr, size: u64) -> anyhow::Result<http::Fetch> {
     let started = Instant::now();
     Ok(match client {
         Client::Combine { chunk, helpers } => {
