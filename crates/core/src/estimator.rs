@@ -122,51 +122,9 @@ impl PathEstimator {
         self.srtt = s.srtt;
         self.min_rtt = self.min_rtt.min(s.srtt);
         self.note_loss(&s);
-        let window_rate = s.cwnd as f64 / s.srtt;
-        let sample = match s.delivery_rate {
-            Some(r) if r.is_finite() && r > 0.0 => {
-                if s.app_limited {
-                    // An application-limited sample only bounds the path from below. Until
-                    // the path has been seen busy, what its window sends in the next round
-                    // trip is the better guess: a session whose links carried only pings
-                    // otherwise starts every path at the pings' few KB/s, and PAMS then
-                    // splits the first round trips by noise.
-                    let r = if self.last_busy.is_some() {
-                        r
-                    } else {
-                        r.max(window_rate)
-                    };
-                    if self.throughput.is_some_and(|t| r <= t) {
-                        self.last = Some(s.now);
-                        return;
-                    }
-                    r
-                } else {
-                    let idle = self
-                        .last_busy
-                        .is_some_and(|b| s.now.saturating_since(b) > RESTART_IDLE);
-                    self.last_busy = Some(s.now);
-                    // After an idle period the kernel restarts the window from its initial
-                    // value; until it leaves that slow start, a sample tells how far the
-                    // window has got, not what the path carries, so it cannot lower what
-                    // was measured before the pause.
-                    self.restarting = s.slow_start && (self.restarting || idle);
-                    if self.restarting && self.throughput.is_some_and(|t| r <= t) {
-                        self.last = Some(s.now);
-                        return;
-                    }
-                    r
-                }
-            }
-            // A reading without a delivery rate (the kernel skips intervals shorter than the
-            // minimum RTT) says nothing about the rate once real ones have come: averaging
-            // CWND/RTT in then drags the estimate toward a slow-start window over a short
-            // RTT (a 4 ms pipe's first window reads 2.5 MB/s on a 625 KB/s link).
-            _ if self.last_busy.is_some() => {
-                self.last = Some(s.now);
-                return;
-            }
-            _ => window_rate,
+        let Some(sample) = self.rate_sample(&s) else {
+            self.last = Some(s.now);
+            return;
         };
         self.throughput = Some(match (self.throughput, self.last) {
             (Some(old), Some(last)) => {
@@ -177,6 +135,47 @@ impl PathEstimator {
             _ => sample,
         });
         self.last = Some(s.now);
+    }
+
+    /// The rate `s` contributes to the average, or `None` when it says nothing new about the
+    /// path.
+    fn rate_sample(&mut self, s: &TcpSample) -> Option<f64> {
+        let window_rate = s.cwnd as f64 / s.srtt;
+        let Some(r) = s.delivery_rate.filter(|r| r.is_finite() && *r > 0.0) else {
+            // A reading without a delivery rate (the kernel skips intervals shorter than the
+            // minimum RTT) says nothing about the rate once real ones have come: averaging
+            // CWND/RTT in then drags the estimate toward a slow-start window over a short
+            // RTT (a 4 ms pipe's first window reads 2.5 MB/s on a 625 KB/s link).
+            return self.last_busy.is_none().then_some(window_rate);
+        };
+        let (r, understated) = if s.app_limited {
+            // An application-limited sample only bounds the path from below. Until the path
+            // has been seen busy, what its window sends in the next round trip is the better
+            // guess: a session whose links carried only pings otherwise starts every path at
+            // the pings' few KB/s, and PAMS then splits the first round trips by noise.
+            let r = if self.last_busy.is_some() {
+                r
+            } else {
+                r.max(window_rate)
+            };
+            (r, true)
+        } else {
+            let idle = self
+                .last_busy
+                .is_some_and(|b| s.now.saturating_since(b) > RESTART_IDLE);
+            self.last_busy = Some(s.now);
+            // After an idle period the kernel restarts the window from its initial value;
+            // until it leaves that slow start, a sample tells how far the window has got, not
+            // what the path carries.
+            self.restarting = s.slow_start && (self.restarting || idle);
+            (r, self.restarting)
+        };
+        // A sample that understates the path can raise the estimate, never lower it.
+        if understated && self.throughput.is_some_and(|t| r <= t) {
+            None
+        } else {
+            Some(r)
+        }
     }
 
     /// Starts (or extends) the hold when the retransmission count rose, at the level the
@@ -313,9 +312,11 @@ mod tests {
         // A pipe: 4 ms RTT, 625 KB/s. Its first readings after a burst have no delivery rate
         // while the window is 11 segments: CWND/RTT would say 4 MB/s.
         let mut e = PathEstimator::new(Duration::from_millis(100));
-        let mut s = sample(0, 0.004, 16_000);
-        s.delivery_rate = Some(625_000.0);
-        e.on_sample(s);
+        e.on_sample(TcpSample {
+            srtt: 0.004,
+            cwnd: 16_000,
+            ..rate(0, 625_000.0, 0)
+        });
         e.on_sample(sample(80, 0.004, 16_000));
         assert_eq!(e.throughput(), 625_000.0);
         assert_eq!(e.srtt(), 0.004);

@@ -399,10 +399,13 @@ pub fn run_one(
         _ => None,
     };
     let emu_now = || tb.emu.as_ref().map_or(lead, |e| e.now());
-    if let Some(w) = warm {
-        while emu_now() < WARMUP {
+    let wait_until = |t: Duration| {
+        while emu_now() < t {
             std::thread::sleep(Duration::from_millis(5));
         }
+    };
+    if let Some(w) = warm {
+        wait_until(WARMUP);
         let f = in_ns(&tb.names.primary, {
             let client = client.clone();
             move |rt| rt.block_on(fetch_file(client, origin, w))
@@ -423,9 +426,7 @@ pub fn run_one(
         }
     }
     // Wait for the workload's start time.
-    while emu_now() < lead {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(lead);
     let start_us = emu_now().as_micros() as u64;
     let mut chunk_times = Vec::new();
     let (fetch, samples, video) = if kind == WorkloadKind::Chunks {

@@ -79,9 +79,9 @@ pub fn pad(p: &PathView) -> f64 {
 /// direct subflow by about one RTT (srtt/2 + minRTT/2) and a helper subflow whose pipe is the
 /// bottleneck by the HS-Path's OWD plus the pipe's; the two errors differ, which skews the
 /// common finish. For an idle path whose smoothed RTT has settled both forms agree. In the
-/// simulator
-/// this form cuts Figure 4's completion gap from 0.050 s to 0.008 s; in the lab its effect
-/// is within the spread between runs (docs/evaluation.md, "What we changed", item 7).
+/// simulator this form cuts Figure 4's completion gap from 0.050 s to 0.008 s; in the lab
+/// its effect is within the spread between runs (docs/evaluation.md, "What we changed",
+/// items 7 and 9).
 pub fn pad_drain(p: &PathView) -> f64 {
     let b_s = p.queued as f64;
     let d_s = p
