@@ -93,10 +93,14 @@ pub struct Tuning {
     pub lowat: Size,
     /// Largest `STREAM_DATA` payload.
     pub segment: Size,
-    /// Unacknowledged bytes buffered per stream on the sending side.
+    /// Unacknowledged bytes buffered per stream on the sending side, to start with.
     pub stream_buffer: Size,
-    /// Receive window per stream.
+    /// Receive window per stream, to start with.
     pub recv_window: Size,
+    /// How far a stream's receive window and send buffer may grow while its application
+    /// keeps up (receive-window autotuning, `RecvStream::autotune`; the default is Linux's
+    /// `tcp_rmem` maximum). Equal to `recv_window` for fixed windows.
+    pub window_max: Size,
     /// Bytes buffered on the sending side across all streams of a session.
     pub session_buffer: Size,
     /// A link with unacknowledged data and no ACK for this long is dead (pipe stall).
@@ -122,6 +126,11 @@ pub struct Tuning {
     /// PAMS reinjection (MPBond §4.3.4); off only to measure what it buys (§6.2). Failed
     /// subflows are rescued either way.
     pub pams_reinjection: bool,
+    /// Window rescue: when a stream is blocked (its buffer or the peer's window full) behind
+    /// the oldest unacknowledged range on a late subflow, send that range again on an idle
+    /// one (MPTCP's opportunistic retransmission, Raiciu et al., NSDI 2012 §4.2). Off only to
+    /// measure what it buys (`mpbond-no-rescue` in the lab). See `SenderConfig::window_rescue`.
+    pub window_rescue: bool,
     /// Kernel pacing on every link (MPBond's subflows and pipes): the kernel spreads each
     /// congestion window over the round trip instead of sending it in one burst. Without it,
     /// the burst a link sends when the scheduler refills it queues at a cellular bottleneck,
@@ -154,6 +163,7 @@ impl Default for Tuning {
             segment: Size(16 << 10),
             stream_buffer: Size(4 << 20),
             recv_window: Size(4 << 20),
+            window_max: Size(32 << 20),
             session_buffer: Size(64 << 20),
             stall_timeout: Dur(Duration::from_secs(1)),
             feedback_interval: Dur(Duration::from_millis(20)),
@@ -161,6 +171,7 @@ impl Default for Tuning {
             insecure: false,
             pams_lookahead: mpbond_core::scheduler::LOOKAHEAD_RTTS,
             pams_reinjection: true,
+            window_rescue: true,
             pams_pad: "drain".into(),
             loss_hold: 0.0,
             pacing: true,

@@ -254,6 +254,9 @@ pub struct SessionStatus {
     pub recalls: u64,
     /// Bytes reinjected so far.
     pub reinjected_bytes: u64,
+    /// Bytes taken back by window rescues so far (`Sender::window_rescue`).
+    #[serde(default)]
+    pub window_rescued_bytes: u64,
 }
 
 /// A helper's relay for one primary.
@@ -298,8 +301,8 @@ impl NodeStatus {
         for s in &self.sessions {
             let _ = writeln!(
                 o,
-                "\nsession {} ({} side, primary {}, scheduler {}): {} streams, {} recalls, {} bytes reinjected",
-                s.id, s.side, s.primary, s.scheduler, s.streams, s.recalls, s.reinjected_bytes
+                "\nsession {} ({} side, primary {}, scheduler {}): {} streams, {} recalls, {} bytes reinjected, {} rescued",
+                s.id, s.side, s.primary, s.scheduler, s.streams, s.recalls, s.reinjected_bytes, s.window_rescued_bytes
             );
             let _ = writeln!(
                 o,

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mpbond_daemon::keys::KeyPair;
-use mpbond_sim::fluid::{lower_bound, max_delivered, FluidPath};
+use mpbond_sim::fluid::{arrival_times, lower_bound, max_delivered, FluidPath};
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -264,6 +264,37 @@ pub fn bound_mbps(topo: &TopologySpec, scheme: Scheme, duration: Duration) -> f6
     bytes * PAYLOAD_SHARE * 8.0 / duration.as_secs_f64() / 1e6
 }
 
+/// The least stall ratio a one-rung video could have over `scheme`'s paths: the player's
+/// clock fed each segment at the fluid bound of its cumulative size (payload at
+/// [`PAYLOAD_SHARE`]) plus the request's trip to the origin (`crate::video::stall_bound`).
+/// `None` for an adaptive ladder, whose bound would depend on the rungs chosen.
+pub fn video_stall_bound(
+    sc: &Scenario,
+    topo: &TopologySpec,
+    scheme: Scheme,
+) -> anyhow::Result<Option<f64>> {
+    let p = sc.player()?;
+    let [rate] = p.ladder[..] else {
+        return Ok(None);
+    };
+    let n = (p.video_s / p.segment_s).ceil() as u64;
+    let seg = ((rate * p.segment_s / 8.0).round() as u64).max(1);
+    let marks: Vec<u64> = (1..=n)
+        .map(|i| ((i * seg) as f64 / PAYLOAD_SHARE).ceil() as u64)
+        .collect();
+    let horizon = Duration::from_secs_f64((p.video_s * 20.0).clamp(60.0, 3600.0));
+    let request = topo.ps.up.delay.as_secs_f64();
+    let arrivals: Vec<f64> = with_paths(topo, scheme, false, |paths| {
+        arrival_times(&marks, paths, horizon)
+    })
+    .into_iter()
+    .map(|t| t + request)
+    .collect();
+    Ok(Some(
+        crate::video::stall_bound(&arrivals, p.segment_s) / p.video_s,
+    ))
+}
+
 /// How the client reaches the origin.
 #[derive(Clone)]
 enum Client {
@@ -516,6 +547,10 @@ pub fn run_one(
             (lb, size as f64 * 8.0 / lb / 1e6)
         }
     };
+    let mut video = video;
+    if let (Some(v), WorkloadKind::Video) = (video.as_mut(), kind) {
+        v.stall_ratio_bound = video_stall_bound(sc, &topo0, scheme)?;
+    }
     let mean_mbps = fetch.bytes as f64 * 8.0 / fetch.seconds / 1e6;
     let ratio = match kind {
         WorkloadKind::Bulk | WorkloadKind::Video => bmbps / mean_mbps.max(1e-9),
@@ -866,6 +901,7 @@ fn start_mpbond(
         MpbondVariant::PaperPad => "[tuning]\npams_pad = \"paper\"\n",
         MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
         MpbondVariant::NoReinject => "[tuning]\npams_reinjection = false\n",
+        MpbondVariant::NoRescue => "[tuning]\nwindow_rescue = false\n",
         MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
         _ => "",

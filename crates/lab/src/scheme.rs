@@ -33,6 +33,9 @@ pub enum MpbondVariant {
     FixedOnDemand,
     /// PAMS without reinjection (§6.2, "Reinjection Under Changing Network Condition").
     NoReinject,
+    /// Without window rescue (`tuning.window_rescue = false`): a head of line stuck on a late
+    /// subflow is not sent again while the stream is blocked.
+    NoRescue,
     /// PAMS fed the helper's directly measured buffering delay instead of B_p/Th_p (§6.2,
     /// "Estimating Pipe Buffering").
     MeasuredBuffering,
@@ -46,7 +49,7 @@ pub enum MpbondVariant {
 }
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 12] = [
+    const ALL: [MpbondVariant; 13] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -55,6 +58,7 @@ impl MpbondVariant {
         MpbondVariant::FixedAlways,
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
+        MpbondVariant::NoRescue,
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
         MpbondVariant::Bbr,
@@ -71,6 +75,7 @@ impl MpbondVariant {
             MpbondVariant::FixedAlways => "mpbond-fixed-always",
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",
+            MpbondVariant::NoRescue => "mpbond-no-rescue",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
             MpbondVariant::Bbr => "mpbond-bbr",
@@ -259,6 +264,7 @@ mod tests {
             "mpbond@3",
             "combine-64KiB@2",
             "mpbond-no-reinject",
+            "mpbond-no-rescue",
             "mpbond-unpaced",
             "mpbond-bbr@2",
             "mpbond-wait-open",

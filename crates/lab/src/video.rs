@@ -60,6 +60,30 @@ pub struct VideoStats {
     pub switches: usize,
     /// Segments fetched.
     pub segments: usize,
+    /// The least stall ratio any scheme could have on this run's links, for a one-rung
+    /// ladder ([`stall_bound`]); `None` for an adaptive ladder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ratio_bound: Option<f64>,
+}
+
+/// The least stall this player can have when segment `i` arrives at `arrivals[i]` seconds at
+/// the earliest (the links' fluid bound, `mpbond_sim::fluid::arrival_times`, for the
+/// cumulative sizes of a one-rung ladder): the same playback clock as [`Player::play`], fed
+/// the earliest possible arrivals. Segments then arrive back to back, which also ignores
+/// the 50 s buffer cap and the request round trips, so no real run can stall less. Returns
+/// the stall time in seconds.
+pub fn stall_bound(arrivals: &[f64], segment_s: f64) -> f64 {
+    let mut pb = Playback::default();
+    let mut last = 0.0;
+    for &t in arrivals {
+        if !t.is_finite() {
+            return f64::INFINITY;
+        }
+        pb.advance((t - last).max(0.0));
+        last = t.max(last);
+        pb.add(segment_s);
+    }
+    pb.stall_s
 }
 
 /// Player parameters (see the module text for where the defaults come from).
@@ -219,6 +243,7 @@ impl Player {
             startup_s: pb.startup_s,
             switches,
             segments: n,
+            stall_ratio_bound: None,
         };
         let fetch = Fetch {
             bytes,
@@ -244,6 +269,22 @@ pub async fn stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stall_bound_plays_the_earliest_arrivals() {
+        // 2 s segments arriving every 2 s from t = 2: playback starts at 4 s (2.5 s
+        // buffered) and never runs dry.
+        let steady: Vec<f64> = (1..=10).map(|i| 2.0 * i as f64).collect();
+        assert_eq!(stall_bound(&steady, 2.0), 0.0);
+        // Every 3 s: playback starts at 6 s with 4 s buffered, drains at 10 s, and each
+        // restart needs 5 s (3 segments).
+        let slow: Vec<f64> = (1..=6).map(|i| 3.0 * i as f64).collect();
+        let s = stall_bound(&slow, 2.0);
+        assert!(s > 0.0 && s < 18.0, "{s}");
+        let mut never = steady.clone();
+        never.push(f64::INFINITY);
+        assert!(stall_bound(&never, 2.0).is_infinite());
+    }
 
     #[test]
     fn ladders_match_the_paper() {

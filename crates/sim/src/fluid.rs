@@ -57,6 +57,33 @@ pub fn lower_bound(size: u64, paths: &[FluidPath<'_>], horizon: Duration) -> f64
     found
 }
 
+/// The earliest times, in seconds, by which the paths can have delivered each of `marks`
+/// (ascending byte counts): [`lower_bound`] for every mark in one pass. Marks the paths
+/// cannot reach within `horizon` get infinity.
+pub fn arrival_times(marks: &[u64], paths: &[FluidPath<'_>], horizon: Duration) -> Vec<f64> {
+    let dt = STEP.as_secs_f64();
+    let mut out = Vec::with_capacity(marks.len());
+    let mut prev_total = 0.0;
+    walk(paths, horizon, |k, total| {
+        while let Some(&m) = marks.get(out.len()) {
+            let m = m as f64;
+            if total < m {
+                break;
+            }
+            let frac = if total > prev_total {
+                ((m - prev_total) / (total - prev_total)).max(0.0)
+            } else {
+                1.0
+            };
+            out.push((k as f64 - 1.0 + frac).max(0.0) * dt);
+        }
+        prev_total = total;
+        out.len() < marks.len()
+    });
+    out.resize(marks.len(), f64::INFINITY);
+    out
+}
+
 /// The most bytes the paths can have delivered by `t`: the fluid upper bound on a bulk
 /// transfer's volume, whose ratio to `t` bounds its mean throughput.
 pub fn max_delivered(paths: &[FluidPath<'_>], t: Duration) -> f64 {
@@ -190,6 +217,21 @@ mod tests {
         assert!((by_10s - want).abs() / want < 1e-3, "{by_10s} vs {want}");
         let t = lower_bound(by_10s as u64, &paths, Duration::from_secs(20));
         assert!((t - 10.0).abs() < 1e-3, "{t}");
+    }
+
+    #[test]
+    fn arrival_times_are_the_lower_bounds_of_each_mark() {
+        let ps = RateProfile::constant(8e6);
+        let hs = RateProfile::constant(10e6);
+        let pipe = RateProfile::constant(5e6);
+        let paths = ps_and_helper(&ps, &hs, &pipe, [10, 10, 0]);
+        let marks = [100_000, 1_000_000, 4_000_000, u64::MAX];
+        let got = arrival_times(&marks, &paths, Duration::from_secs(20));
+        for (m, t) in marks.iter().zip(&got).take(3) {
+            let want = lower_bound(*m, &paths, Duration::from_secs(20));
+            assert!((t - want).abs() < 1e-6, "{m}: {t} vs {want}");
+        }
+        assert!(got[3].is_infinite());
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub struct Reinjection {
     pub rescued_bytes: u64,
     /// Recalled bytes helpers dropped from their buffers on `DATA_CANCEL`.
     pub cancelled_at_helpers: u64,
+    /// Window rescues: heads of line sent again while their stream was blocked.
+    pub window_rescues: u64,
+    /// Bytes taken back by window rescues.
+    pub window_rescued_bytes: u64,
 }
 
 /// Cumulative new bytes per subflow at one instant.

@@ -849,6 +849,8 @@ impl<'a> World<'a> {
                 reinjected_bytes: st.reinjected_bytes,
                 rescued_bytes: st.rescued_bytes,
                 cancelled_at_helpers: self.helpers.iter().map(|h| h.cancelled_bytes).sum(),
+                window_rescues: st.window_rescues,
+                window_rescued_bytes: st.window_rescued_bytes,
             },
             verified,
             events: self.events,

@@ -16,8 +16,12 @@ use crate::Time;
 /// Settings of a [`Receiver`].
 #[derive(Clone, Debug)]
 pub struct ReceiverConfig {
-    /// Per-stream receive window: bytes held (unread plus out of order) at most.
+    /// Per-stream receive window to start with: bytes held (unread plus out of order).
     pub stream_window: u64,
+    /// The most a stream's window may grow to while its application keeps up
+    /// ([`RecvStream::with_max_capacity`]); 0 (or anything up to `stream_window`) keeps the
+    /// window fixed.
+    pub max_stream_window: u64,
     /// Out-of-order pieces held per stream at most.
     pub max_ooo_segments: usize,
     /// Most open streams.
@@ -32,6 +36,7 @@ impl Default for ReceiverConfig {
     fn default() -> Self {
         ReceiverConfig {
             stream_window: 16 << 20,
+            max_stream_window: 0,
             max_ooo_segments: 16_384,
             max_streams: 4096,
             ack_every: 32 << 10,
@@ -100,7 +105,8 @@ impl Receiver {
         self.streams.insert(
             id,
             Entry {
-                stream: RecvStream::new(self.cfg.stream_window, self.cfg.max_ooo_segments),
+                stream: RecvStream::new(self.cfg.stream_window, self.cfg.max_ooo_segments)
+                    .with_max_capacity(self.cfg.max_stream_window),
                 unacked: 0,
                 since: None,
                 urgent: false,
@@ -136,6 +142,7 @@ impl Receiver {
         let ack_every = self.cfg.ack_every;
         let e = self.entry(id)?;
         let before = e.stream.delivered();
+        let window = e.stream.capacity();
         let new = e
             .stream
             .on_data(dsn, payload)
@@ -147,7 +154,12 @@ impl Receiver {
         }
         // Out-of-order arrival (a hole) or a finished stream: tell the sender now, since its
         // reinjection and buffer estimates depend on it.
-        if new > in_order || e.stream.all_received() || e.unacked >= ack_every {
+        // The window grew: the sender is waiting on it.
+        if new > in_order
+            || e.stream.all_received()
+            || e.unacked >= ack_every
+            || e.stream.capacity() > window
+        {
             e.urgent = true;
         }
         Ok(new)
@@ -165,11 +177,10 @@ impl Receiver {
 
     /// Reads up to `max` in-order bytes of a stream.
     pub fn read(&mut self, id: StreamId, max: usize) -> Option<Bytes> {
-        let window = self.cfg.stream_window;
         let e = self.streams.get_mut(&id)?;
         let b = e.stream.read(max)?;
         // Reopen the sender's window promptly once the app has drained half of it.
-        if e.stream.window_growth() >= window / 2 {
+        if e.stream.window_growth() >= e.stream.capacity() / 2 {
             e.urgent = true;
         }
         Some(b)

@@ -44,9 +44,15 @@ impl RecvError {
 /// `consumed + capacity`, where `consumed` counts bytes the application has read. In-order
 /// bytes wait in `ready` until read; others wait in `ooo`. The advertised window end is
 /// `consumed + capacity` at the time of the last ACK and never moves back.
+///
+/// `capacity` starts at the configured window and may grow up to `max_capacity`
+/// ([`RecvStream::with_max_capacity`], see [`RecvStream::autotune`]).
 #[derive(Debug)]
 pub struct RecvStream {
     capacity: u64,
+    max_capacity: u64,
+    /// The window may double again once `consumed` reaches this.
+    grow_after: u64,
     max_segments: usize,
     consumed: u64,
     delivered: u64,
@@ -64,6 +70,8 @@ impl RecvStream {
     pub fn new(capacity: u64, max_segments: usize) -> Self {
         RecvStream {
             capacity,
+            max_capacity: capacity,
+            grow_after: 0,
             max_segments,
             consumed: 0,
             delivered: 0,
@@ -74,6 +82,48 @@ impl RecvStream {
             window_end: capacity,
             duplicate_bytes: 0,
         }
+    }
+
+    /// Lets the window grow up to `max` bytes while the application keeps up
+    /// ([`RecvStream::autotune`]); by default it stays at its initial size.
+    pub fn with_max_capacity(mut self, max: u64) -> Self {
+        self.max_capacity = max.max(self.capacity);
+        self
+    }
+
+    /// The current window size: the most bytes held at once.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Receive-window autotuning, after Linux's dynamic right-sizing (`tcp_rcv_space_adjust`:
+    /// the receive buffer grows while the application drains it as fast as data arrives). A
+    /// multipath stream needs a window of about every subflow's bandwidth-delay product
+    /// together, plus what piles up behind the slowest path's head of line (the MPTCP
+    /// guideline is twice the sum of the bandwidths times the largest RTT, Raiciu et al.,
+    /// NSDI 2012 §4.2); on bufferbloated LTE paths that is far above a fixed few MiB (11d in
+    /// docs/evaluation.md). The window doubles when the data held beyond what the application
+    /// has read reaches half of it (bytes waiting behind a hole, as Linux keeps its buffer at
+    /// twice what arrives per RTT), or when data reaches within an eighth of the advertised
+    /// edge, provided the application has less than a quarter of the window unread: the
+    /// window is taken by bytes behind a hole or in flight, not by bytes the application left.
+    /// At most once per window's worth of reading. A slow reader therefore never grows it,
+    /// and `max_capacity` bounds it in any case. Without an RTT the receiver cannot see a
+    /// single in-order path that is window-limited while the application reads at once (the
+    /// edge moves on by a round trip's worth before the sender's next bytes arrive); such a
+    /// stream keeps its initial window, as before autotuning. Multipath streams are the case
+    /// that matters here, and their holes are what the first test sees.
+    fn autotune(&mut self, end: u64) {
+        let span = end.max(self.highest_received()) - self.consumed;
+        if self.capacity >= self.max_capacity
+            || self.consumed < self.grow_after
+            || (span.saturating_mul(2) < self.capacity && end + self.capacity / 8 < self.window_end)
+            || self.readable() > self.capacity / 4
+        {
+            return;
+        }
+        self.grow_after = self.consumed + self.capacity;
+        self.capacity = (self.capacity.saturating_mul(2)).min(self.max_capacity);
     }
 
     /// Accepts a segment. Returns how many of its bytes were new (the rest were duplicates,
@@ -137,6 +187,7 @@ impl RecvStream {
             self.delivered += b.len() as u64;
             self.ready.push_back(b);
         }
+        self.autotune(end);
         Ok(new)
     }
 
@@ -298,6 +349,61 @@ mod tests {
         assert_eq!(r.window_growth(), 4);
         r.on_data(10, b("abcd")).unwrap();
         assert_eq!(r.buffered(), 10);
+    }
+
+    #[test]
+    fn the_window_doubles_while_the_app_keeps_up_and_only_up_to_its_maximum() {
+        let mut r = RecvStream::new(100, 64).with_max_capacity(300);
+        r.make_ack(StreamId(1));
+        // A hole at 0..10 (the head on a slow path) and the rest of the window filled behind
+        // it: the sender is window-limited and the application has nothing to read.
+        r.on_data(10, Bytes::from(vec![1u8; 39])).unwrap();
+        assert_eq!(r.capacity(), 100, "less than half the window taken");
+        r.on_data(49, Bytes::from(vec![1u8; 51])).unwrap();
+        assert_eq!(r.capacity(), 200);
+        assert_eq!(r.make_ack(StreamId(1)).window_end, 200);
+        // No second doubling before the application has read a window's worth.
+        r.on_data(100, Bytes::from(vec![1u8; 100])).unwrap();
+        assert_eq!(r.capacity(), 200);
+        r.on_data(0, Bytes::from(vec![1u8; 10])).unwrap();
+        while r.read(1000).is_some() {}
+        r.make_ack(StreamId(1));
+        r.on_data(210, Bytes::from(vec![1u8; 190])).unwrap();
+        assert_eq!(r.capacity(), 300, "capped at the maximum");
+        r.on_data(200, Bytes::from(vec![1u8; 10])).unwrap();
+        while r.read(1000).is_some() {}
+        r.make_ack(StreamId(1));
+        r.on_data(400, Bytes::from(vec![1u8; 300])).unwrap();
+        assert_eq!(r.capacity(), 300);
+        assert_eq!(
+            r.on_data(700, b("x")),
+            Err(RecvError::BeyondWindow {
+                end: 701,
+                limit: 700
+            })
+        );
+    }
+
+    #[test]
+    fn a_slow_reader_never_grows_the_window() {
+        let mut r = RecvStream::new(100, 64).with_max_capacity(1 << 20);
+        r.make_ack(StreamId(1));
+        r.on_data(0, Bytes::from(vec![1u8; 100])).unwrap();
+        assert_eq!(
+            r.capacity(),
+            100,
+            "the window is full of bytes the app left"
+        );
+        r.read(10).unwrap();
+        r.make_ack(StreamId(1));
+        r.on_data(100, Bytes::from(vec![1u8; 10])).unwrap();
+        assert_eq!(r.capacity(), 100);
+        assert_eq!(r.buffered(), 100);
+        // Without a maximum the window is fixed whatever happens.
+        let mut f = RecvStream::new(100, 64);
+        f.make_ack(StreamId(1));
+        f.on_data(1, Bytes::from(vec![1u8; 99])).unwrap();
+        assert_eq!(f.capacity(), 100);
     }
 
     #[test]

@@ -8,12 +8,15 @@ use mpbond_proto::{DataAck, SubflowId};
 
 use crate::conn::send_buffer::SendBuffer;
 use crate::ranges::RangeSet;
+use crate::Time;
 
 /// A segment scheduled on a subflow and not yet acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct InFlight {
     end: u64,
     subflow: SubflowId,
+    /// When it was committed (the parts of a split segment keep its time).
+    sent: Time,
 }
 
 /// Where the stream's end (`STREAM_FIN`) stands.
@@ -51,6 +54,8 @@ pub enum AckError {
 pub struct SendStream {
     buf: SendBuffer,
     capacity: u64,
+    /// `capacity` follows the peer's window up to this ([`SendStream::with_max_capacity`]).
+    max_capacity: u64,
     next_new: u64,
     retx: RangeSet,
     cum_ack: u64,
@@ -87,6 +92,7 @@ impl SendStream {
         SendStream {
             buf: SendBuffer::default(),
             capacity,
+            max_capacity: capacity,
             next_new: 0,
             retx: RangeSet::new(),
             cum_ack: 0,
@@ -98,6 +104,20 @@ impl SendStream {
             source_idle: false,
             recalled: Vec::new(),
         }
+    }
+
+    /// Lets the buffer grow to twice the peer's receive window, up to `max` bytes: a
+    /// receiver that autotunes its window (`RecvStream::autotune`) gains nothing unless the
+    /// sender may hold as much unacknowledged. By default the buffer stays at its initial
+    /// size.
+    pub fn with_max_capacity(mut self, max: u64) -> Self {
+        self.max_capacity = max.max(self.capacity);
+        self
+    }
+
+    /// The most unacknowledged bytes buffered now.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
     }
 
     /// How many more bytes [`SendStream::write`] would accept now. Zero is backpressure: the
@@ -198,6 +218,22 @@ impl SendStream {
         self.source_idle = idle;
     }
 
+    /// True when the stream cannot send anything because its head of line is not
+    /// acknowledged: nothing waits to be sent again, and either new data waits behind the
+    /// peer's full window (the receiver holds a window's worth beyond the cumulative ACK) or
+    /// everything buffered is scheduled and the buffer is full, so the application's source
+    /// is held back until the head is acknowledged.
+    pub fn window_blocked(&self) -> bool {
+        if !self.retx.is_empty() {
+            return false;
+        }
+        let peer_window = self.next_new < self.buf.end() && self.next_new >= self.window_end;
+        let own_buffer = self.fin == FinState::Open
+            && self.next_new == self.buf.end()
+            && self.buf.len() >= self.capacity;
+        peer_window || own_buffer
+    }
+
     /// True when a data segment could be scheduled now (the window permitting).
     pub fn has_sendable_data(&self) -> bool {
         !self.retx.is_empty() || (self.next_new < self.buf.end() && self.next_new < self.window_end)
@@ -250,14 +286,27 @@ impl SendStream {
 
     /// Commits a segment returned by [`SendStream::peek_segment`] to `subflow` and returns its
     /// bytes, plus the final size if this segment carries the stream's last byte.
-    pub fn commit(&mut self, start: u64, end: u64, subflow: SubflowId) -> (Bytes, Option<u64>) {
+    pub fn commit(
+        &mut self,
+        start: u64,
+        end: u64,
+        subflow: SubflowId,
+        now: Time,
+    ) -> (Bytes, Option<u64>) {
         if self.retx.remove(start, end) == 0 {
             debug_assert_eq!(start, self.next_new);
             self.next_new = end;
         } else {
             self.forget_recalled(start, end);
         }
-        self.inflight.insert(start, InFlight { end, subflow });
+        self.inflight.insert(
+            start,
+            InFlight {
+                end,
+                subflow,
+                sent: now,
+            },
+        );
         let payload = self.buf.slice(start, end).unwrap_or_default();
         let fin = self.take_fin_if_last(end, subflow);
         (payload, fin)
@@ -330,6 +379,13 @@ impl SendStream {
         }
         self.forget_recalled(0, self.cum_ack);
         self.window_end = self.window_end.max(ack.window_end);
+        // Twice the peer's window: the sender learns of the receiver's progress an ACK late,
+        // so a buffer the size of the window would stop it short of the window's edge, and
+        // the receiver, seeing its window never fill, would never grow it.
+        let want = (self.window_end - self.cum_ack).saturating_mul(2);
+        if want > self.capacity {
+            self.capacity = want.min(self.max_capacity);
+        }
         if ack.fin_received && self.final_size == Some(self.cum_ack) {
             self.fin = FinState::Acked;
         }
@@ -361,7 +417,7 @@ impl SendStream {
                     s,
                     InFlight {
                         end: cut_start,
-                        subflow: f.subflow,
+                        ..f
                     },
                 );
             }
@@ -420,13 +476,15 @@ impl SendStream {
                 break;
             }
             let take_from = s.max(e - left.min(e - s));
-            self.inflight.remove(&s);
+            let Some(f) = self.inflight.remove(&s) else {
+                continue;
+            };
             if take_from > s {
                 self.inflight.insert(
                     s,
                     InFlight {
                         end: take_from,
-                        subflow,
+                        ..f
                     },
                 );
             }
@@ -439,6 +497,47 @@ impl SendStream {
             self.fin = FinState::Pending;
         }
         out.reverse();
+        out
+    }
+
+    /// The head of line: the subflow carrying the byte at the cumulative ACK, and when it was
+    /// sent. `None` when that byte is not in flight (acknowledged, or waiting in `retx`).
+    pub fn head(&self) -> Option<(SubflowId, Time)> {
+        let (&start, f) = self.inflight.first_key_value()?;
+        (start == self.cum_ack).then_some((f.subflow, f.sent))
+    }
+
+    /// Takes the head of line back from `subflow` so it is sent again on another one: the
+    /// in-flight ranges on `subflow` from the cumulative ACK on, lowest first, up to the first
+    /// range on another subflow and at most `max` bytes. Unlike [`SendStream::recall`], which
+    /// trims the tail of a slow subflow's share at the end of a transfer, this frees the bytes
+    /// the receiver's reorder buffer waits for. Returns the ranges, ascending.
+    pub fn take_head(&mut self, subflow: SubflowId, max: u64) -> Vec<(u64, u64)> {
+        let mut left = max;
+        let mut out = Vec::new();
+        let mut next = self.cum_ack;
+        while left > 0 {
+            let Some((&s, &f)) = self.inflight.first_key_value() else {
+                break;
+            };
+            if s != next || f.subflow != subflow {
+                break;
+            }
+            self.inflight.remove(&s);
+            let take_to = f.end.min(s + left);
+            if take_to < f.end {
+                self.inflight.insert(take_to, f);
+            }
+            self.retx.insert(s, take_to);
+            self.recalled.push((s, take_to, subflow));
+            left -= take_to - s;
+            next = take_to;
+            out.push((s, take_to));
+        }
+        // The FIN rode the last segment: if that one is taken back, so is the FIN.
+        if !out.is_empty() && self.fin == FinState::Sent(subflow) && self.final_size == Some(next) {
+            self.fin = FinState::Pending;
+        }
         out
     }
 }
@@ -481,7 +580,7 @@ mod tests {
 
     fn send(s: &mut SendStream, max: u64, sf: SubflowId) -> (u64, u64, bool) {
         let g = s.peek_segment(max).unwrap();
-        s.commit(g.start, g.end, sf);
+        s.commit(g.start, g.end, sf, Time::ZERO);
         (g.start, g.end, g.reinjection)
     }
 
@@ -498,6 +597,23 @@ mod tests {
         assert_eq!(s.writable(), 4);
         assert_eq!(s.write(Bytes::from_static(b"defgh")), 4);
         assert_eq!(send(&mut s, 100, A), (6, 12, false));
+    }
+
+    #[test]
+    fn the_buffer_follows_the_peer_window_up_to_its_maximum() {
+        let mut s = SendStream::new(10, 10).with_max_capacity(25);
+        assert_eq!(s.write(Bytes::from(vec![0u8; 20])), 10);
+        send(&mut s, 10, A);
+        s.on_ack(&ack(4, 4 + 11, &[])).unwrap();
+        assert_eq!(s.capacity(), 22, "twice the peer's window of 11");
+        assert_eq!(s.writable(), 16);
+        s.on_ack(&ack(5, 5 + 20, &[])).unwrap();
+        assert_eq!(s.capacity(), 25, "capped");
+        let mut fixed = SendStream::new(10, 10);
+        fixed.write(Bytes::from(vec![0u8; 10]));
+        send(&mut fixed, 10, A);
+        fixed.on_ack(&ack(4, 100, &[])).unwrap();
+        assert_eq!(fixed.capacity(), 10);
     }
 
     #[test]
@@ -555,14 +671,14 @@ mod tests {
         s.finish();
         assert_eq!(s.writable(), 0);
         let g = s.peek_segment(10).unwrap();
-        let (payload, fin) = s.commit(g.start, g.end, B);
+        let (payload, fin) = s.commit(g.start, g.end, B, Time::ZERO);
         assert_eq!((&payload[..], fin), (&b"xyz"[..], Some(3)));
         assert_eq!(s.fin_state(), FinState::Sent(B));
         s.take_subflow(B);
         assert_eq!(s.fin_state(), FinState::Pending);
         let g = s.peek_segment(10).unwrap();
         assert!(g.reinjection && g.avoid.is_none());
-        assert_eq!(s.commit(g.start, g.end, A).1, Some(3));
+        assert_eq!(s.commit(g.start, g.end, A, Time::ZERO).1, Some(3));
         s.on_ack(&ack(3, 100, &[])).unwrap();
         assert!(!s.is_complete(), "FIN not yet confirmed");
         s.on_ack(&ack_fin(3, 100, &[], true)).unwrap();

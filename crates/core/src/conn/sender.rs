@@ -7,6 +7,7 @@
 //! the same code.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use bytes::Bytes;
 use mpbond_proto::{DataAck, StreamId, SubflowId, DATA_OVERHEAD, MAX_PAYLOAD};
@@ -21,8 +22,13 @@ use crate::Time;
 pub struct SenderConfig {
     /// Largest segment (one `STREAM_DATA` payload), at most [`MAX_PAYLOAD`].
     pub max_segment: usize,
-    /// Unacknowledged bytes buffered per stream before [`Sender::write`] pushes back.
+    /// Unacknowledged bytes buffered per stream before [`Sender::write`] pushes back, to
+    /// start with.
     pub stream_capacity: u64,
+    /// How far a stream's buffer may grow to match the peer's receive window
+    /// ([`SendStream::with_max_capacity`]); 0 (or anything up to `stream_capacity`) keeps it
+    /// fixed.
+    pub max_stream_capacity: u64,
     /// Window assumed for a new stream until its first ACK.
     pub initial_window: u64,
     /// Most open streams.
@@ -36,17 +42,25 @@ pub struct SenderConfig {
     /// clamp, PAD would count both and reinjection would fire again at once. An mpbond
     /// refinement of MPBond §4.3.2.
     pub clamp_helper_buffer: bool,
+    /// Send a window-blocked stream's head of line again on an idle subflow
+    /// ([`Sender::window_rescue`]). An mpbond addition.
+    pub window_rescue: bool,
 }
+
+/// Fewest bytes one window rescue takes back (more when the idle subflow's window is larger).
+pub const WINDOW_RESCUE_MIN: u64 = 64 << 10;
 
 impl Default for SenderConfig {
     fn default() -> Self {
         SenderConfig {
             max_segment: MAX_PAYLOAD,
             stream_capacity: 16 << 20,
+            max_stream_capacity: 0,
             initial_window: 16 << 20,
             max_streams: 4096,
             cancel_recalled: true,
             clamp_helper_buffer: true,
+            window_rescue: true,
         }
     }
 }
@@ -133,13 +147,23 @@ pub struct SenderStats {
     pub recalled_bytes: u64,
     /// Bytes taken back from dead subflows.
     pub rescued_bytes: u64,
+    /// Window rescues performed ([`Sender::window_rescue`]).
+    pub window_rescues: u64,
+    /// Bytes taken back by window rescues.
+    pub window_rescued_bytes: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
 struct SubflowAcct {
     outstanding: u64,
     kind: Option<PathKind>,
+    /// The path's `bytes_acked` when last seen, and since when it has had that value.
+    acked: (u64, Time),
 }
+
+/// A path with bytes in flight whose TCP acknowledged nothing for this long (or two
+/// smoothed RTTs if longer) is stalled: Linux's smallest retransmission timeout.
+const STALL_MIN: Duration = Duration::from_millis(200);
 
 /// The multipath data sender of one session.
 #[derive(Debug)]
@@ -156,6 +180,8 @@ pub struct Sender {
     retired: BTreeSet<SubflowId>,
     cancels: VecDeque<Cancel>,
     stats: SenderStats,
+    /// No window rescue before this: one per round trip of the subflow the last one went to.
+    rescue_hold: Time,
 }
 
 impl Sender {
@@ -171,6 +197,7 @@ impl Sender {
             retired: BTreeSet::new(),
             cancels: VecDeque::new(),
             stats: SenderStats::default(),
+            rescue_hold: Time::ZERO,
         }
     }
 
@@ -194,7 +221,8 @@ impl Sender {
         }
         self.streams.insert(
             id,
-            SendStream::new(self.cfg.stream_capacity, self.cfg.initial_window),
+            SendStream::new(self.cfg.stream_capacity, self.cfg.initial_window)
+                .with_max_capacity(self.cfg.max_stream_capacity),
         );
         Ok(())
     }
@@ -401,12 +429,26 @@ impl Sender {
     }
 
     fn poll_data(&mut self, now: Time, views: &mut [PathView]) -> Option<Transmit> {
+        for v in views.iter() {
+            let acct = self.subflows.entry(v.id).or_default();
+            if acct.acked.0 != v.bytes_acked || v.inflight == 0 {
+                acct.acked = (v.bytes_acked, now);
+            }
+        }
         if !views.iter().any(|v| v.idle) {
             return None;
         }
         self.prepare(views);
         if let Some(t) = self.try_schedule(now, views) {
             return Some(t);
+        }
+        if self.window_rescue(now, views) > 0 {
+            if !self.cancels.is_empty() {
+                // The cancels go out before the rescued data.
+                return None;
+            }
+            self.prepare(views);
+            return self.try_schedule(now, views);
         }
         if !self.all_scheduled() {
             return None;
@@ -489,7 +531,7 @@ impl Sender {
                 continue;
             };
             let subflow = views[i].id;
-            let (payload, fin) = stream.commit(start, end, subflow);
+            let (payload, fin) = stream.commit(start, end, subflow, now);
             let len = end - start;
             if reinjected {
                 self.stats.reinjected_bytes += len;
@@ -556,6 +598,100 @@ impl Sender {
             self.stats.recalls += 1;
             self.stats.recalled_bytes += total;
         }
+        total
+    }
+
+    /// Window rescue: MPTCP's opportunistic retransmission (Raiciu et al., "How Hard Can It
+    /// Be? Designing and Implementing a Deployable Multipath TCP", NSDI 2012, §4.2) for
+    /// mpbond's streams. When a stream can send nothing because the receiver's window is
+    /// full, or its own buffer is (both are 4 MiB by default), the receiver holds that much
+    /// beyond its cumulative ACK and waits for the head of line, which sits on one subflow (a
+    /// path in an outage, a helper behind a slow pipe); every other subflow idles because nothing new may be sent. PAMS's own
+    /// reinjection (MPBond §4.3.4) only runs once nothing is left to schedule, so without
+    /// this the stream stalls until that subflow delivers or dies (on the LTE traces of
+    /// experiment 11d, 0.44 s at a time while an HS-Path's uplink was out). The head (from
+    /// the cumulative ACK, the run on that subflow, at least [`WINDOW_RESCUE_MIN`] bytes or
+    /// the idle subflow's congestion window) is sent again on the idle subflow with the
+    /// smallest PAD; a helper is told to drop its copy. Only when the head is older than a
+    /// round trip of its subflow (pipe included), and at most once per round trip of the
+    /// subflow it goes to. It costs duplicate bytes, but only on subflows that could send
+    /// nothing else.
+    ///
+    /// The same rescue covers the end of a chunk (everything scheduled) when the head's path
+    /// has stalled: bytes in flight and no TCP ACK for [`STALL_MIN`] or two RTTs. PAMS's
+    /// reinjection cannot see that (the stalled path's estimates are those of its last
+    /// ACKs, so its PAD looks short), and the liveness check gives up on the link only after
+    /// the stall timeout (1 s). Returns the bytes taken back.
+    fn window_rescue(&mut self, now: Time, views: &[PathView]) -> u64 {
+        if !self.cfg.window_rescue || now < self.rescue_hold {
+            return 0;
+        }
+        let pad = crate::scheduler::pams::pad_drain;
+        let mut picked = None;
+        for (&sid, stream) in self.streams.iter() {
+            if stream.has_sendable_data() {
+                continue;
+            }
+            let Some((from, sent)) = stream.head() else {
+                continue;
+            };
+            let Some(src) = views.iter().find(|v| v.id == from) else {
+                continue;
+            };
+            let round_trip = src.rtt.max(src.min_rtt) + src.pipe.as_ref().map_or(0.0, |p| p.rtt);
+            let late = if stream.window_blocked() {
+                now.saturating_since(sent).as_secs_f64() >= round_trip
+            } else {
+                let since = self.subflows.get(&from).map_or(now, |a| a.acked.1);
+                let stall = STALL_MIN.as_secs_f64().max(2.0 * src.rtt);
+                src.inflight > 0 && now.saturating_since(since).as_secs_f64() >= stall
+            };
+            if !late {
+                continue;
+            }
+            let to = views
+                .iter()
+                .filter(|v| v.idle && v.id != from && !self.retired.contains(&v.id))
+                .min_by(|a, b| pad(a).total_cmp(&pad(b)));
+            if let Some(to) = to {
+                picked = Some((sid, from, to.cwnd.max(WINDOW_RESCUE_MIN), to.rtt));
+                break;
+            }
+        }
+        let Some((sid, from, max, hold)) = picked else {
+            return 0;
+        };
+        let helper = self
+            .subflows
+            .get(&from)
+            .and_then(|a| a.kind)
+            .is_some_and(|k| k == PathKind::Helper);
+        let Some(stream) = self.streams.get_mut(&sid) else {
+            return 0;
+        };
+        let ranges = stream.take_head(from, max);
+        let mut total = 0;
+        for &(a, b) in &ranges {
+            total += b - a;
+            if helper && self.cfg.cancel_recalled {
+                self.cancels.push_back(Cancel {
+                    subflow: from,
+                    stream: sid,
+                    start: a,
+                    end: b,
+                });
+            }
+        }
+        if total == 0 {
+            return 0;
+        }
+        self.activate(sid);
+        if let Some(a) = self.subflows.get_mut(&from) {
+            a.outstanding = a.outstanding.saturating_sub(total);
+        }
+        self.rescue_hold = now + Duration::from_secs_f64(hold.clamp(0.001, 1.0));
+        self.stats.window_rescues += 1;
+        self.stats.window_rescued_bytes += total;
         total
     }
 }

@@ -614,3 +614,191 @@ fn cancels_precede_recalled_data_which_avoids_its_source() {
     tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
     assert!(tx.is_complete(s));
 }
+
+/// Sends on the idle subflow with the lowest id; never recalls.
+#[derive(Debug, Default)]
+struct LowestIdle;
+
+impl Scheduler for LowestIdle {
+    fn name(&self) -> &'static str {
+        "lowest-idle"
+    }
+    fn select(&mut self, _ctx: &SchedContext, paths: &[PathView]) -> Decision {
+        paths
+            .iter()
+            .filter(|p| p.idle)
+            .min_by_key(|p| p.id)
+            .map_or(Decision::Defer, |p| Decision::Send(p.id))
+    }
+    fn reinjection(&mut self, _ctx: &SchedContext, _paths: &[PathView]) -> Option<Recall> {
+        None
+    }
+}
+
+/// A stream whose first segment went to helper subflow 1 and the rest to direct subflow 2;
+/// the receiver got everything but the head. Returns the sender, the receiver and the views
+/// (subflow 2 idle, subflow 1 busy and its RTT 50 ms plus a 4 ms pipe).
+fn head_stuck_on_helper(
+    capacity: u64,
+    window: u64,
+    written: usize,
+    rescue: bool,
+) -> (Sender, Receiver, Vec<PathView>, Vec<u8>) {
+    let mut tx = Sender::new(
+        Box::new(LowestIdle),
+        SenderConfig {
+            max_segment: 10_000,
+            stream_capacity: capacity,
+            initial_window: window,
+            window_rescue: rescue,
+            ..SenderConfig::default()
+        },
+    );
+    let s = StreamId(0);
+    tx.open_stream(s).unwrap();
+    let data = pattern(written, 11);
+    let took = tx.write(s, Bytes::copy_from_slice(&data)).unwrap();
+    let mut helper = PathView::new(SubflowId(1), PathKind::Helper);
+    helper.rtt = 0.05;
+    helper.pipe = Some(crate::path::PipeView {
+        throughput: 625_000.0,
+        rtt: 0.004,
+        buffered: 0,
+    });
+    helper.idle = true;
+    let mut direct = PathView::new(SubflowId(2), PathKind::Direct);
+    direct.rtt = 0.05;
+    direct.cwnd = 20_000;
+    let mut views = vec![helper, direct];
+    let Some(Output::Data(head)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+        panic!("the head goes out");
+    };
+    assert_eq!((head.subflow, head.dsn), (SubflowId(1), 0));
+    views[0].idle = false;
+    views[1].idle = true;
+    let mut rx = Receiver::new(ReceiverConfig {
+        stream_window: window,
+        ..ReceiverConfig::default()
+    });
+    rx.open_stream(s).unwrap();
+    let mut rest = 0;
+    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
+        assert_eq!(t.subflow, SubflowId(2));
+        rest += t.payload.len();
+        rx.on_data(Time::ZERO, s, t.dsn, t.payload).unwrap();
+    }
+    assert_eq!(rest + head.payload.len(), took.min(window as usize));
+    tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
+    (tx, rx, views, data)
+}
+
+/// Window rescue (MPTCP's opportunistic retransmission): the sender's buffer is full of
+/// data the receiver holds beyond a head stuck on a helper; once the head is older than
+/// the helper's round trip it goes out again on the idle subflow, the helper is told to
+/// drop its copy, and every byte arrives once, in order.
+#[test]
+fn a_head_that_blocks_the_buffer_is_sent_again_on_an_idle_subflow() {
+    let (mut tx, mut rx, mut views, data) = head_stuck_on_helper(100_000, 1 << 20, 150_000, true);
+    let s = StreamId(0);
+    assert_eq!(
+        tx.write(s, Bytes::from_static(b"x")).unwrap(),
+        0,
+        "buffer full"
+    );
+    // Within the helper's round trip (54 ms) the head is not late yet.
+    assert_eq!(
+        tx.poll_transmit(Time::from_secs_f64(0.03), &mut views),
+        None
+    );
+    let now = Time::from_secs_f64(0.1);
+    let Some(Output::Cancel(c)) = tx.poll_transmit(now, &mut views) else {
+        panic!("the helper is told to drop its copy first");
+    };
+    assert_eq!((c.subflow, c.start, c.end), (SubflowId(1), 0, 10_000));
+    let Some(Output::Data(t)) = tx.poll_transmit(now, &mut views) else {
+        panic!("the head goes out again");
+    };
+    assert_eq!(
+        (t.subflow, t.dsn, t.payload.len()),
+        (SubflowId(2), 0, 10_000)
+    );
+    assert!(t.reinjected);
+    assert_eq!(
+        tx.poll_transmit(now, &mut views),
+        None,
+        "once per round trip"
+    );
+    assert_eq!(tx.stats().window_rescues, 1);
+    assert_eq!(tx.stats().window_rescued_bytes, 10_000);
+    assert_eq!(tx.outstanding(SubflowId(1)), 0);
+    rx.on_data(now, s, t.dsn, t.payload).unwrap();
+    let mut got = Vec::new();
+    while let Some(b) = rx.read(s, usize::MAX) {
+        got.extend_from_slice(&b);
+    }
+    assert!(got == data[..100_000], "the first 100 kB, in order");
+    // The ACK frees the buffer: the source goes on.
+    tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
+    assert_eq!(
+        tx.write(s, Bytes::copy_from_slice(&data[100_000..]))
+            .unwrap(),
+        50_000
+    );
+}
+
+/// The same with the receiver's window as the limit, and the rescue switched off.
+#[test]
+fn a_head_that_blocks_the_peer_window_is_rescued_only_when_enabled() {
+    for rescue in [true, false] {
+        let (mut tx, _rx, mut views, _) = head_stuck_on_helper(1 << 20, 50_000, 150_000, rescue);
+        let now = Time::from_secs_f64(0.5);
+        let mut out = Vec::new();
+        while let Some(o) = tx.poll_transmit(now, &mut views) {
+            out.push(o);
+        }
+        if rescue {
+            assert!(matches!(out[0], Output::Cancel(_)), "{out:?}");
+            assert!(
+                matches!(&out[1], Output::Data(t) if t.dsn == 0 && t.subflow == SubflowId(2)),
+                "{out:?}"
+            );
+            assert_eq!(tx.stats().window_rescued_bytes, 10_000);
+        } else {
+            assert!(out.is_empty(), "{out:?}");
+            assert_eq!(tx.stats().window_rescues, 0);
+        }
+    }
+}
+
+/// At the end of a chunk (everything scheduled) the head is rescued only once its path has
+/// stalled: bytes in flight and no TCP ACK for 200 ms. A path still acknowledging keeps it.
+#[test]
+fn a_head_on_a_stalled_path_is_rescued_at_the_end_of_a_chunk() {
+    let (mut tx, _rx, mut views, _) = head_stuck_on_helper(1 << 20, 1 << 20, 50_000, true);
+    let s = StreamId(0);
+    tx.finish(s).unwrap();
+    views[0].inflight = 10_000;
+    views[0].bytes_acked = 5_000;
+    let Some(Output::Data(fin)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+        panic!("the bare FIN goes out");
+    };
+    assert_eq!(fin.fin, Some(50_000));
+    for t in [0.0, 0.15] {
+        assert_eq!(tx.poll_transmit(Time::from_secs_f64(t), &mut views), None);
+    }
+    // ACKs keep coming: not stalled.
+    views[0].bytes_acked = 6_000;
+    assert_eq!(tx.poll_transmit(Time::from_secs_f64(0.3), &mut views), None);
+    assert_eq!(tx.stats().window_rescues, 0);
+    // Nothing acknowledged from 0.3 s to 0.51 s.
+    let now = Time::from_secs_f64(0.51);
+    let Some(Output::Cancel(c)) = tx.poll_transmit(now, &mut views) else {
+        panic!("the helper is told to drop its copy first");
+    };
+    assert_eq!((c.start, c.end), (0, 10_000));
+    let Some(Output::Data(t)) = tx.poll_transmit(now, &mut views) else {
+        panic!("the head goes out again");
+    };
+    assert_eq!((t.subflow, t.dsn), (SubflowId(2), 0));
+    assert_eq!(tx.stats().window_rescues, 1);
+}

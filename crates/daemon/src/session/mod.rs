@@ -301,13 +301,16 @@ impl Session {
             SenderConfig {
                 max_segment: t.segment.0 as usize,
                 stream_capacity: t.stream_buffer.0,
+                max_stream_capacity: t.window_max.0,
                 initial_window: t.recv_window.0,
                 max_streams: spec.max_streams,
+                window_rescue: t.window_rescue,
                 ..SenderConfig::default()
             },
         );
         let receiver = Receiver::new(ReceiverConfig {
             stream_window: t.recv_window.0,
+            max_stream_window: t.window_max.0,
             max_streams: spec.max_streams,
             // An immediate ACK per 1/16 of the window: often enough to keep the sender's
             // window and credit moving, rare enough not to cost a frame per 32 KiB at Gbit/s
@@ -559,6 +562,7 @@ impl Session {
             subflows: self.subflow_status(),
             recalls: st.recalls,
             reinjected_bytes: st.reinjected_bytes,
+            window_rescued_bytes: st.window_rescued_bytes,
         }
     }
 }

@@ -31,6 +31,9 @@ pub(super) struct StreamState {
     pub opened_at: Instant,
     /// Bytes acknowledged so far, to return send credit as ACKs arrive.
     pub acked: u64,
+    /// Send credit given to the application reader in all: the initial `stream_buffer`
+    /// plus what the stream's buffer grew by with the peer's window.
+    pub granted: u64,
     pub fin_to_app: bool,
     pub app_write_done: bool,
     pub app_eof: bool,
@@ -73,6 +76,7 @@ impl Session {
                 origin_up: false,
                 opened_at: Instant::now(),
                 acked: 0,
+                granted: self.spec.tuning.stream_buffer.0,
                 fin_to_app: false,
                 app_write_done: false,
                 app_eof: false,
@@ -324,16 +328,23 @@ impl Session {
         tracing::debug!(stream = %id, dest = %s.dest, %reason, "stream ended");
     }
 
-    /// Returns send credit for newly acknowledged bytes.
+    /// Returns send credit for newly acknowledged bytes, and for what the stream's buffer
+    /// grew by when the peer's window did.
     pub(super) fn credit_acked(&mut self, id: StreamId) {
-        let Some(cum) = self.sender.stream(id).map(|s| s.cum_ack()) else {
+        let Some((cum, capacity)) = self.sender.stream(id).map(|s| (s.cum_ack(), s.capacity()))
+        else {
             return;
         };
         if let Some(s) = self.streams.get_mut(&id) {
             let freed = cum.saturating_sub(s.acked);
             s.acked = cum;
             if let Some(app) = &s.app {
-                app.credit.give(freed);
+                let grown = capacity.saturating_sub(s.granted);
+                if grown > 0 {
+                    s.granted += grown;
+                    tracing::debug!(stream = %id, buffer = s.granted, "send buffer grew with the peer's window");
+                }
+                app.credit.give(freed + grown);
             }
             self.session_credit.give(freed);
         }
