@@ -520,12 +520,8 @@ impl Scheduler for RecallOnce {
     fn name(&self) -> &'static str {
         "recall-once"
     }
-    fn select(&mut self, _ctx: &SchedContext, paths: &[PathView]) -> Decision {
-        paths
-            .iter()
-            .filter(|p| p.idle)
-            .min_by_key(|p| p.id)
-            .map_or(Decision::Defer, |p| Decision::Send(p.id))
+    fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
+        LowestIdle.select(ctx, paths)
     }
     fn reinjection(&mut self, _ctx: &SchedContext, _paths: &[PathView]) -> Option<Recall> {
         (!std::mem::replace(&mut self.recalled, true)).then_some(Recall {
