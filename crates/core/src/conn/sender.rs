@@ -559,11 +559,6 @@ impl Sender {
     /// Carries out a PAMS recall: highest DSNs first, across streams from the highest id.
     fn recall(&mut self, r: Recall) -> u64 {
         let mut left = r.bytes;
-        let helper = self
-            .subflows
-            .get(&r.from)
-            .and_then(|a| a.kind)
-            .is_some_and(|k| k == PathKind::Helper);
         let ids: Vec<StreamId> = self.streams.keys().rev().copied().collect();
         let mut total = 0;
         for sid in ids {
@@ -574,25 +569,9 @@ impl Sender {
                 continue;
             };
             let ranges = s.recall(r.from, left);
-            if ranges.is_empty() {
-                continue;
-            }
-            for &(a, b) in &ranges {
-                left -= b - a;
-                total += b - a;
-                if helper && self.cfg.cancel_recalled {
-                    self.cancels.push_back(Cancel {
-                        subflow: r.from,
-                        stream: sid,
-                        start: a,
-                        end: b,
-                    });
-                }
-            }
-            self.activate(sid);
-        }
-        if let Some(a) = self.subflows.get_mut(&r.from) {
-            a.outstanding = a.outstanding.saturating_sub(total);
+            let n = self.taken_back(r.from, sid, &ranges);
+            left -= n;
+            total += n;
         }
         if total > 0 {
             self.stats.recalls += 1;
@@ -601,13 +580,43 @@ impl Sender {
         total
     }
 
+    /// Books `ranges` of stream `sid` taken back from subflow `from` to be sent elsewhere
+    /// (a recall or a window rescue): a helper is told to drop its copies (`DATA_CANCEL`),
+    /// the subflow's outstanding count drops and the stream is scheduled again. Returns the
+    /// bytes.
+    fn taken_back(&mut self, from: SubflowId, sid: StreamId, ranges: &[(u64, u64)]) -> u64 {
+        let total: u64 = ranges.iter().map(|&(a, b)| b - a).sum();
+        if total == 0 {
+            return 0;
+        }
+        let helper = self
+            .subflows
+            .get(&from)
+            .and_then(|a| a.kind)
+            .is_some_and(|k| k == PathKind::Helper);
+        if helper && self.cfg.cancel_recalled {
+            self.cancels
+                .extend(ranges.iter().map(|&(start, end)| Cancel {
+                    subflow: from,
+                    stream: sid,
+                    start,
+                    end,
+                }));
+        }
+        self.activate(sid);
+        if let Some(a) = self.subflows.get_mut(&from) {
+            a.outstanding = a.outstanding.saturating_sub(total);
+        }
+        total
+    }
+
     /// Window rescue: MPTCP's opportunistic retransmission (Raiciu et al., "How Hard Can It
     /// Be? Designing and Implementing a Deployable Multipath TCP", NSDI 2012, §4.2) for
     /// mpbond's streams. When a stream can send nothing because the receiver's window is
-    /// full, or its own buffer is (both are 4 MiB by default), the receiver holds that much
-    /// beyond its cumulative ACK and waits for the head of line, which sits on one subflow (a
-    /// path in an outage, a helper behind a slow pipe); every other subflow idles because nothing new may be sent. PAMS's own
-    /// reinjection (MPBond §4.3.4) only runs once nothing is left to schedule, so without
+    /// full, or its own buffer is (both start at 4 MiB in the daemons), the receiver holds
+    /// that much beyond its cumulative ACK and waits for the head of line, which sits on one
+    /// subflow (a path in an outage, a helper behind a slow pipe); every other subflow idles
+    /// because nothing new may be sent. PAMS's own reinjection (MPBond §4.3.4) only runs once nothing is left to schedule, so without
     /// this the stream stalls until that subflow delivers or dies (on the LTE traces of
     /// experiment 11d, 0.44 s at a time while an HS-Path's uplink was out). The head (from
     /// the cumulative ACK, the run on that subflow, at least [`WINDOW_RESCUE_MIN`] bytes or
@@ -661,33 +670,13 @@ impl Sender {
         let Some((sid, from, max, hold)) = picked else {
             return 0;
         };
-        let helper = self
-            .subflows
-            .get(&from)
-            .and_then(|a| a.kind)
-            .is_some_and(|k| k == PathKind::Helper);
         let Some(stream) = self.streams.get_mut(&sid) else {
             return 0;
         };
         let ranges = stream.take_head(from, max);
-        let mut total = 0;
-        for &(a, b) in &ranges {
-            total += b - a;
-            if helper && self.cfg.cancel_recalled {
-                self.cancels.push_back(Cancel {
-                    subflow: from,
-                    stream: sid,
-                    start: a,
-                    end: b,
-                });
-            }
-        }
+        let total = self.taken_back(from, sid, &ranges);
         if total == 0 {
             return 0;
-        }
-        self.activate(sid);
-        if let Some(a) = self.subflows.get_mut(&from) {
-            a.outstanding = a.outstanding.saturating_sub(total);
         }
         self.rescue_hold = now + Duration::from_secs_f64(hold.clamp(0.001, 1.0));
         self.stats.window_rescues += 1;
