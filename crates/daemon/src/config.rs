@@ -131,6 +131,12 @@ pub struct Tuning {
     /// one (MPTCP's opportunistic retransmission, Raiciu et al., NSDI 2012 §4.2). Off only to
     /// measure what it buys (`mpbond-no-rescue` in the lab). See `SenderConfig::window_rescue`.
     pub window_rescue: bool,
+    /// Late-head rescue: a stream's head of line well past the time PAMS expected it at the
+    /// primary (a path whose rate collapsed, or whose retransmission waits behind its own
+    /// queue) goes out again on a subflow that would deliver it sooner, with the rest of its
+    /// subflow's share behind it. Off only to measure what it buys (`mpbond-no-late-rescue`
+    /// in the lab). See `SenderConfig::late_rescue`.
+    pub late_rescue: bool,
     /// Kernel pacing on every link (MPBond's subflows and pipes): the kernel spreads each
     /// congestion window over the round trip instead of sending it in one burst. Without it,
     /// the burst a link sends when the scheduler refills it queues at a cellular bottleneck,
@@ -172,6 +178,7 @@ impl Default for Tuning {
             pams_lookahead: mpbond_core::scheduler::LOOKAHEAD_RTTS,
             pams_reinjection: true,
             window_rescue: true,
+            late_rescue: true,
             pams_pad: "drain".into(),
             loss_hold: 0.0,
             pacing: true,

@@ -257,6 +257,9 @@ pub struct SessionStatus {
     /// Bytes taken back by window rescues so far (`Sender::window_rescue`).
     #[serde(default)]
     pub window_rescued_bytes: u64,
+    /// Bytes taken back by late-head rescues so far (`Sender::late_rescue`).
+    #[serde(default)]
+    pub late_rescued_bytes: u64,
 }
 
 /// A helper's relay for one primary.
@@ -301,8 +304,9 @@ impl NodeStatus {
         for s in &self.sessions {
             let _ = writeln!(
                 o,
-                "\nsession {} ({} side, primary {}, scheduler {}): {} streams, {} recalls, {} bytes reinjected, {} rescued",
-                s.id, s.side, s.primary, s.scheduler, s.streams, s.recalls, s.reinjected_bytes, s.window_rescued_bytes
+                "\nsession {} ({} side, primary {}, scheduler {}): {} streams, {} recalls, {} bytes reinjected, {} rescued ({} late)",
+                s.id, s.side, s.primary, s.scheduler, s.streams, s.recalls, s.reinjected_bytes,
+                s.window_rescued_bytes + s.late_rescued_bytes, s.late_rescued_bytes
             );
             let _ = writeln!(
                 o,

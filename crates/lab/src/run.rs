@@ -902,6 +902,7 @@ fn start_mpbond(
         MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
         MpbondVariant::NoReinject => "[tuning]\npams_reinjection = false\n",
         MpbondVariant::NoRescue => "[tuning]\nwindow_rescue = false\n",
+        MpbondVariant::NoLateRescue => "[tuning]\nlate_rescue = false\n",
         MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
         _ => "",

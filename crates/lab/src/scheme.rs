@@ -36,6 +36,9 @@ pub enum MpbondVariant {
     /// Without window rescue (`tuning.window_rescue = false`): a head of line stuck on a late
     /// subflow is not sent again while the stream is blocked.
     NoRescue,
+    /// Without late-head rescue (`tuning.late_rescue = false`): a head of line long past its
+    /// due time is left to its subflow while the stream can still send new data.
+    NoLateRescue,
     /// PAMS fed the helper's directly measured buffering delay instead of B_p/Th_p (§6.2,
     /// "Estimating Pipe Buffering").
     MeasuredBuffering,
@@ -49,7 +52,7 @@ pub enum MpbondVariant {
 }
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 13] = [
+    const ALL: [MpbondVariant; 14] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -59,6 +62,7 @@ impl MpbondVariant {
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
         MpbondVariant::NoRescue,
+        MpbondVariant::NoLateRescue,
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
         MpbondVariant::Bbr,
@@ -76,6 +80,7 @@ impl MpbondVariant {
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",
             MpbondVariant::NoRescue => "mpbond-no-rescue",
+            MpbondVariant::NoLateRescue => "mpbond-no-late-rescue",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
             MpbondVariant::Bbr => "mpbond-bbr",
@@ -265,6 +270,7 @@ mod tests {
             "combine-64KiB@2",
             "mpbond-no-reinject",
             "mpbond-no-rescue",
+            "mpbond-no-late-rescue",
             "mpbond-unpaced",
             "mpbond-bbr@2",
             "mpbond-wait-open",

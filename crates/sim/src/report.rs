@@ -42,6 +42,10 @@ pub struct Reinjection {
     pub window_rescues: u64,
     /// Bytes taken back by window rescues.
     pub window_rescued_bytes: u64,
+    /// Late-head rescues: heads of line long past their due time sent again.
+    pub late_rescues: u64,
+    /// Bytes taken back by late-head rescues.
+    pub late_rescued_bytes: u64,
 }
 
 /// Cumulative new bytes per subflow at one instant.

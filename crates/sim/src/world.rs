@@ -851,6 +851,8 @@ impl<'a> World<'a> {
                 cancelled_at_helpers: self.helpers.iter().map(|h| h.cancelled_bytes).sum(),
                 window_rescues: st.window_rescues,
                 window_rescued_bytes: st.window_rescued_bytes,
+                late_rescues: st.late_rescues,
+                late_rescued_bytes: st.late_rescued_bytes,
             },
             verified,
             events: self.events,

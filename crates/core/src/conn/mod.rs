@@ -15,7 +15,7 @@ pub mod sender;
 pub use receiver::{ReceiveError, Receiver, ReceiverConfig};
 pub use recv_stream::{RecvError, RecvStream};
 pub use send_buffer::SendBuffer;
-pub use send_stream::{AckError, FinState, Segment, SendStream};
+pub use send_stream::{AckError, FinState, HeadOfLine, Segment, SendStream};
 pub use sender::{Cancel, Output, SendError, Sender, SenderConfig, SenderStats, Transmit};
 
 #[cfg(test)]

@@ -17,6 +17,25 @@ struct InFlight {
     subflow: SubflowId,
     /// When it was committed (the parts of a split segment keep its time).
     sent: Time,
+    /// When the scheduler expected it at the receiver: `sent` plus the subflow's PAD at the
+    /// decision ([`crate::scheduler::pams::pad_drain`]). A head of line well past it is late
+    /// ([`crate::Sender`]'s late-head rescue).
+    due: Time,
+    /// Sent before, on another subflow or this one (a reinjection or a rescue).
+    again: bool,
+}
+
+/// The stream's head of line: the in-flight segment holding the byte at the cumulative ACK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadOfLine {
+    /// The subflow carrying it.
+    pub subflow: SubflowId,
+    /// When it was committed to that subflow.
+    pub sent: Time,
+    /// When the scheduler expected it at the receiver.
+    pub due: Time,
+    /// These bytes were sent before: a copy may still be on its way elsewhere.
+    pub again: bool,
 }
 
 /// Where the stream's end (`STREAM_FIN`) stands.
@@ -285,19 +304,22 @@ impl SendStream {
     }
 
     /// Commits a segment returned by [`SendStream::peek_segment`] to `subflow` and returns its
-    /// bytes, plus the final size if this segment carries the stream's last byte.
+    /// bytes, plus the final size if this segment carries the stream's last byte. `due` is
+    /// when the receiver should have it (`now` plus the subflow's PAD).
     pub fn commit(
         &mut self,
         start: u64,
         end: u64,
         subflow: SubflowId,
         now: Time,
+        due: Time,
     ) -> (Bytes, Option<u64>) {
-        if self.retx.remove(start, end) == 0 {
+        let again = self.retx.remove(start, end) > 0;
+        if again {
+            self.forget_recalled(start, end);
+        } else {
             debug_assert_eq!(start, self.next_new);
             self.next_new = end;
-        } else {
-            self.forget_recalled(start, end);
         }
         self.inflight.insert(
             start,
@@ -305,6 +327,8 @@ impl SendStream {
                 end,
                 subflow,
                 sent: now,
+                due: due.max(now),
+                again,
             },
         );
         let payload = self.buf.slice(start, end).unwrap_or_default();
@@ -500,11 +524,60 @@ impl SendStream {
         out
     }
 
-    /// The head of line: the subflow carrying the byte at the cumulative ACK, and when it was
-    /// sent. `None` when that byte is not in flight (acknowledged, or waiting in `retx`).
-    pub fn head(&self) -> Option<(SubflowId, Time)> {
+    /// The head of line: the segment holding the byte at the cumulative ACK. `None` when that
+    /// byte is not in flight (acknowledged, or waiting in `retx`).
+    pub fn head(&self) -> Option<HeadOfLine> {
         let (&start, f) = self.inflight.first_key_value()?;
-        (start == self.cum_ack).then_some((f.subflow, f.sent))
+        (start == self.cum_ack).then_some(HeadOfLine {
+            subflow: f.subflow,
+            sent: f.sent,
+            due: f.due,
+            again: f.again,
+        })
+    }
+
+    /// Takes back `subflow`'s share from the head of line on, lowest DSNs first, while
+    /// `late(sent, due)` holds for its ranges and at most `max` bytes, passing over ranges in
+    /// flight on other subflows. For a head that is late because its path stalled or lost
+    /// it: a TCP subflow delivers in order, so what it carries after the late head waits
+    /// behind it too, while the ranges on other subflows in between are arriving (or
+    /// arrived: SACKed ranges are no longer in flight). Returns the ranges, ascending.
+    pub fn take_share_from_head(
+        &mut self,
+        subflow: SubflowId,
+        max: u64,
+        late: impl Fn(Time, Time) -> bool,
+    ) -> Vec<(u64, u64)> {
+        let mut want = max;
+        let mut picked = Vec::new();
+        for (&s, &f) in self.inflight.range(self.cum_ack..) {
+            if want == 0 {
+                break;
+            }
+            if f.subflow == subflow {
+                if f.again || !late(f.sent, f.due) {
+                    break;
+                }
+                let take_to = f.end.min(s + want);
+                want -= take_to - s;
+                picked.push((s, f, take_to));
+            }
+        }
+        let mut out = Vec::with_capacity(picked.len());
+        for (s, f, take_to) in picked {
+            self.inflight.remove(&s);
+            if take_to < f.end {
+                self.inflight.insert(take_to, f);
+            }
+            self.retx.insert(s, take_to);
+            self.recalled.push((s, take_to, subflow));
+            out.push((s, take_to));
+        }
+        let last = out.last().map(|&(_, e)| e);
+        if last.is_some() && self.fin == FinState::Sent(subflow) && self.final_size == last {
+            self.fin = FinState::Pending;
+        }
+        out
     }
 
     /// Takes the head of line back from `subflow` so it is sent again on another one: the
@@ -580,7 +653,7 @@ mod tests {
 
     fn send(s: &mut SendStream, max: u64, sf: SubflowId) -> (u64, u64, bool) {
         let g = s.peek_segment(max).unwrap();
-        s.commit(g.start, g.end, sf, Time::ZERO);
+        s.commit(g.start, g.end, sf, Time::ZERO, Time::ZERO);
         (g.start, g.end, g.reinjection)
     }
 
@@ -671,14 +744,17 @@ mod tests {
         s.finish();
         assert_eq!(s.writable(), 0);
         let g = s.peek_segment(10).unwrap();
-        let (payload, fin) = s.commit(g.start, g.end, B, Time::ZERO);
+        let (payload, fin) = s.commit(g.start, g.end, B, Time::ZERO, Time::ZERO);
         assert_eq!((&payload[..], fin), (&b"xyz"[..], Some(3)));
         assert_eq!(s.fin_state(), FinState::Sent(B));
         s.take_subflow(B);
         assert_eq!(s.fin_state(), FinState::Pending);
         let g = s.peek_segment(10).unwrap();
         assert!(g.reinjection && g.avoid.is_none());
-        assert_eq!(s.commit(g.start, g.end, A, Time::ZERO).1, Some(3));
+        assert_eq!(
+            s.commit(g.start, g.end, A, Time::ZERO, Time::ZERO).1,
+            Some(3)
+        );
         s.on_ack(&ack(3, 100, &[])).unwrap();
         assert!(!s.is_complete(), "FIN not yet confirmed");
         s.on_ack(&ack_fin(3, 100, &[], true)).unwrap();
@@ -712,5 +788,45 @@ mod tests {
             700,
             "chunk done: whole meta buffer again"
         );
+    }
+
+    /// A late subflow's share is taken from the head on, past the other subflow's ranges,
+    /// while its ranges are late and up to the limit; a copy sent before ends it.
+    #[test]
+    fn share_from_head_passes_over_other_subflows() {
+        let mut s = SendStream::new(1000, 1000);
+        s.write(Bytes::from(vec![7u8; 1000]));
+        // A: 0..100 (sent at 0 s), B: 100..200, A: 200..300 (1 s), B: 300..400, A: 400..500 (2 s).
+        for (i, sf) in [A, B, A, B, A].into_iter().enumerate() {
+            let g = s.peek_segment(100).unwrap();
+            let t = Time::from_secs_f64(i as f64 / 2.0);
+            s.commit(g.start, g.end, sf, t, t);
+        }
+        let head = s.head().unwrap();
+        assert_eq!(
+            (head.subflow, head.sent, head.again),
+            (A, Time::ZERO, false)
+        );
+        // B's first range arrived.
+        s.on_ack(&ack(0, 1000, &[(100, 200)])).unwrap();
+        // Ranges sent before 1.5 s are late: A's first two.
+        let late = |sent: Time, _due: Time| sent < Time::from_secs_f64(1.5);
+        assert_eq!(
+            s.take_share_from_head(A, 1000, late),
+            vec![(0, 100), (200, 300)]
+        );
+        assert_eq!(s.outstanding_on(A), 100);
+        // They go out again first, on B; a copy is never taken again.
+        let g = s.peek_segment(1000).unwrap();
+        assert_eq!((g.start, g.end, g.avoid), (0, 100, Some(A)));
+        s.commit(g.start, g.end, B, Time::ZERO, Time::ZERO);
+        assert!(s.head().unwrap().again);
+        assert!(s.take_share_from_head(B, 1000, |_, _| true).is_empty());
+        // The limit cuts a range.
+        let mut s2 = SendStream::new(1000, 1000);
+        s2.write(Bytes::from(vec![7u8; 300]));
+        send(&mut s2, 300, A);
+        assert_eq!(s2.take_share_from_head(A, 120, |_, _| true), vec![(0, 120)]);
+        assert_eq!(s2.outstanding_on(A), 180);
     }
 }

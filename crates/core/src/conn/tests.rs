@@ -798,3 +798,185 @@ fn a_head_on_a_stalled_path_is_rescued_at_the_end_of_a_chunk() {
     assert_eq!((t.subflow, t.dsn), (SubflowId(2), 0));
     assert_eq!(tx.stats().window_rescues, 1);
 }
+
+/// Two direct subflows at 1 MB/s with a 50 ms RTT; the stream's first segment went to
+/// subflow 1 at 0 s, the next ones to subflow 2, and the receiver acknowledged everything
+/// but the head. Returns the sender and the views (both idle).
+fn head_late_on_direct(late_rescue: bool) -> (Sender, Vec<PathView>, Seen) {
+    let seen = Seen::default();
+    let mut tx = Sender::new(
+        Box::new(Watched(seen.clone())),
+        SenderConfig {
+            max_segment: 10_000,
+            late_rescue,
+            ..SenderConfig::default()
+        },
+    );
+    let s = StreamId(0);
+    tx.open_stream(s).unwrap();
+    tx.write(s, Bytes::from(pattern(1_000_000, 5))).unwrap();
+    let path = |id| {
+        let mut v = PathView::new(SubflowId(id), PathKind::Direct);
+        (v.rtt, v.min_rtt, v.throughput, v.cwnd) = (0.05, 0.05, 1e6, 50_000);
+        v
+    };
+    let mut views = vec![path(1), path(2)];
+    let Some(Output::Data(head)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+        panic!("the head goes out");
+    };
+    assert_eq!((head.subflow, head.dsn), (SubflowId(1), 0));
+    views[0].idle = false;
+    for _ in 0..3 {
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+            panic!("data for subflow 2");
+        };
+        assert_eq!(t.subflow, SubflowId(2));
+    }
+    let mut sacks = mpbond_proto::Sacks::new();
+    sacks.push(10_000, 40_000);
+    tx.on_ack(&DataAck {
+        stream: s,
+        cum_ack: 0,
+        window_end: 16 << 20,
+        sacks,
+        fin_received: false,
+    })
+    .unwrap();
+    // What the kernels hold now: subflow 1 its 10 kB head, subflow 2 nothing.
+    views[0].queued = 10_000;
+    views[0].inflight = 10_000;
+    views[0].idle = true;
+    (tx, views, seen)
+}
+
+/// The views the scheduler was last asked about.
+type Seen = Arc<std::sync::Mutex<Vec<PathView>>>;
+
+/// [`LowestIdle`], noting what it sees.
+#[derive(Debug)]
+struct Watched(Seen);
+
+impl Scheduler for Watched {
+    fn name(&self) -> &'static str {
+        "watched"
+    }
+    fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
+        *self.0.lock().unwrap() = paths.to_vec();
+        LowestIdle.select(ctx, paths)
+    }
+    fn reinjection(&mut self, _ctx: &SchedContext, _paths: &[PathView]) -> Option<Recall> {
+        None
+    }
+}
+
+/// Late-head rescue: a head of line well past the time PAMS expected it at the receiver
+/// goes out again on the other subflow although the stream has new data to send, once; the
+/// emptied subflow still counts its queue until its TCP acknowledges it.
+#[test]
+fn a_late_head_is_sent_again_while_the_stream_has_new_data() {
+    let (mut tx, mut views, seen) = head_late_on_direct(true);
+    let ovh = mpbond_proto::DATA_OVERHEAD as u64;
+    // Due at 25 ms (propagation only: the path was empty), late after that again (the
+    // slack is at least 50 ms) plus the ACK's way back (25 ms) and hold (10 ms): 110 ms.
+    // At 80 ms new data goes out (to subflow 2: subflow 1 is busy for a moment).
+    views[0].idle = false;
+    let Some(Output::Data(t)) = tx.poll_transmit(Time::from_secs_f64(0.08), &mut views) else {
+        panic!("new data");
+    };
+    assert!(!t.reinjected && t.dsn == 40_000, "{t:?}");
+    assert_eq!(tx.stats().late_rescues, 0);
+    // At 200 ms the head is 175 ms past due; subflow 2 delivers a copy in 25 ms.
+    views[0].idle = true;
+    let now = Time::from_secs_f64(0.2);
+    let Some(Output::Data(t)) = tx.poll_transmit(now, &mut views) else {
+        panic!("the head again");
+    };
+    assert_eq!(
+        (t.subflow, t.dsn, t.payload.len()),
+        (SubflowId(2), 0, 10_000)
+    );
+    assert!(t.reinjected);
+    assert_eq!(tx.stats().late_rescues, 1);
+    assert_eq!(tx.stats().late_rescued_bytes, 10_000);
+    assert_eq!(tx.outstanding(SubflowId(1)), 0);
+    // Subflow 1's kernel still holds the old head: the scheduler sees it in B_s (it has
+    // nothing outstanding), so PAD counts the queue in front of new data...
+    let later = Time::from_secs_f64(0.3);
+    let Some(Output::Data(t)) = tx.poll_transmit(later, &mut views) else {
+        panic!("new data");
+    };
+    assert_eq!(t.subflow, SubflowId(1));
+    assert_eq!(seen.lock().unwrap()[0].queued, 10_000);
+    // ... until its TCP acknowledges it: then only the new segment counts.
+    views[0].bytes_acked = 10_000 + ovh;
+    views[0].queued = 30_000;
+    let Some(Output::Data(_)) = tx.poll_transmit(later, &mut views) else {
+        panic!("new data");
+    };
+    assert_eq!(seen.lock().unwrap()[0].queued, 10_000 + ovh);
+    // The copy on subflow 2 is now the head; it is not rescued again, even much later.
+    views[1].idle = false;
+    for _ in 0..3 {
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::from_secs_f64(5.0), &mut views) else {
+            panic!("new data");
+        };
+        assert!(!t.reinjected, "{t:?}");
+    }
+    assert_eq!(tx.stats().late_rescues, 1);
+}
+
+/// With the rescue off, the late head stays where it is.
+#[test]
+fn a_late_head_stays_put_when_late_rescue_is_off() {
+    let (mut tx, mut views, _) = head_late_on_direct(false);
+    for t in [0.2, 1.0, 5.0] {
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::from_secs_f64(t), &mut views) else {
+            panic!("new data");
+        };
+        assert!(!t.reinjected, "{t:?}");
+    }
+    assert_eq!(tx.stats().late_rescues, 0);
+}
+
+/// Estimates built from kernel readings and helper reports can be nonsense (a NaN RTT, a
+/// negative rate, an infinite pipe delay): the due times and rescues built on them must
+/// not panic, and every byte still goes out exactly once unless rescued.
+#[test]
+fn nonsense_estimates_do_not_panic_the_rescues() {
+    for bad in [f64::NAN, -1.0, f64::INFINITY, f64::NEG_INFINITY, 1e300] {
+        let mut tx = Sender::new(
+            Box::new(LowestIdle),
+            SenderConfig {
+                max_segment: 10_000,
+                ..SenderConfig::default()
+            },
+        );
+        let s = StreamId(0);
+        tx.open_stream(s).unwrap();
+        tx.write(s, Bytes::from(pattern(200_000, 9))).unwrap();
+        let mut helper = PathView::new(SubflowId(1), PathKind::Helper);
+        (helper.rtt, helper.min_rtt, helper.throughput) = (bad, bad, bad);
+        helper.pipe = Some(crate::path::PipeView {
+            throughput: bad,
+            rtt: bad,
+            buffered: 5_000,
+        });
+        // Bytes in flight that TCP never acknowledges: the stall rescue fires.
+        helper.inflight = 10_000;
+        let mut direct = PathView::new(SubflowId(2), PathKind::Direct);
+        (direct.rtt, direct.min_rtt, direct.throughput, direct.cwnd) = (bad, 0.05, bad, 20_000);
+        let mut views = vec![helper, direct];
+        let mut sent = 0;
+        for ms in (0..5_000).step_by(50) {
+            let now = Time::from_secs_f64(ms as f64 / 1000.0);
+            while let Some(o) = tx.poll_transmit(now, &mut views) {
+                if let Output::Data(t) = o {
+                    sent += t.payload.len();
+                }
+            }
+            views[0].idle = true;
+            views[1].idle = true;
+        }
+        assert!(sent >= 200_000, "{bad}: {sent}");
+    }
+}

@@ -305,6 +305,7 @@ impl Session {
                 initial_window: t.recv_window.0,
                 max_streams: spec.max_streams,
                 window_rescue: t.window_rescue,
+                late_rescue: t.late_rescue,
                 ..SenderConfig::default()
             },
         );
@@ -563,6 +564,7 @@ impl Session {
             recalls: st.recalls,
             reinjected_bytes: st.reinjected_bytes,
             window_rescued_bytes: st.window_rescued_bytes,
+            late_rescued_bytes: st.late_rescued_bytes,
         }
     }
 }
