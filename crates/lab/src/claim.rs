@@ -400,6 +400,7 @@ pub(crate) mod tests {
             sha256: String::new(),
             lower_bound_s: 1.0,
             bound_mbps: 1.0,
+            bound_samples_mbps: Vec::new(),
             ratio_to_bound: seconds,
             throughput_mbps: vec![1.0, 2.0, 3.0],
             subflows: vec![

@@ -7,7 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mpbond_daemon::keys::KeyPair;
-use mpbond_sim::fluid::{arrival_times, lower_bound, max_delivered, FluidPath};
+use mpbond_sim::fluid::{
+    arrival_times, delivered_per_sample, lower_bound, max_delivered, FluidPath,
+};
 use serde::Serialize;
 use tokio::sync::watch;
 
@@ -111,6 +113,9 @@ pub struct RunResult {
     pub lower_bound_s: f64,
     /// The fluid upper bound on the mean goodput, Mbit/s.
     pub bound_mbps: f64,
+    /// Bulk: the fluid's payload goodput per sample interval, Mbit/s: what the links could
+    /// hand the application in each interval ([`bound_samples_mbps`]).
+    pub bound_samples_mbps: Vec<f64>,
     /// How far from the physical limit: time / lower bound, or for bulk bound / goodput.
     pub ratio_to_bound: f64,
     /// Bulk goodput per sample interval, Mbit/s.
@@ -262,6 +267,24 @@ pub fn bound(topo: &TopologySpec, scheme: Scheme, size: u64, upload: bool) -> f6
 pub fn bound_mbps(topo: &TopologySpec, scheme: Scheme, duration: Duration) -> f64 {
     let bytes = with_paths(topo, scheme, false, |p| max_delivered(p, duration));
     bytes * PAYLOAD_SHARE * 8.0 / duration.as_secs_f64() / 1e6
+}
+
+/// The fluid payload goodput of a bulk download in each `sample` interval, Mbit/s
+/// (`mpbond_sim::fluid::delivered_per_sample`): its median and 5th percentile bound what a
+/// scheme's goodput samples can reach when no path ever blocks the receiver.
+pub fn bound_samples_mbps(
+    topo: &TopologySpec,
+    scheme: Scheme,
+    duration: Duration,
+    sample: Duration,
+) -> Vec<f64> {
+    let per_s = PAYLOAD_SHARE * 8.0 / sample.as_secs_f64() / 1e6;
+    with_paths(topo, scheme, false, |p| {
+        delivered_per_sample(p, duration, sample)
+    })
+    .into_iter()
+    .map(|b| b * per_s)
+    .collect()
 }
 
 /// The least stall ratio a one-rung video could have over `scheme`'s paths: the player's
@@ -581,6 +604,11 @@ pub fn run_one(
         sha256: fetch.sha256,
         lower_bound_s: lb,
         bound_mbps: bmbps,
+        bound_samples_mbps: if kind == WorkloadKind::Bulk {
+            bound_samples_mbps(&topo0, scheme, duration, sample)
+        } else {
+            Vec::new()
+        },
         ratio_to_bound: ratio,
         throughput_mbps: if samples.is_empty() {
             samples_from_progress(&fetch.progress, sample)
