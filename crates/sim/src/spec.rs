@@ -186,6 +186,8 @@ pub struct Scenario {
     pub cancel_recalled: bool,
     /// Clamp reported helper buffers to the outstanding bytes.
     pub clamp_helper_buffer: bool,
+    /// Send a head of line long past its due time again (`SenderConfig::late_rescue`).
+    pub late_rescue: bool,
     /// A path with data outstanding and no progress for this long is declared dead.
     pub stall_timeout: Duration,
     /// Time constant of the throughput estimators.
@@ -241,6 +243,7 @@ impl Scenario {
             feedback_route: FeedbackRoute::HsPath,
             cancel_recalled: true,
             clamp_helper_buffer: true,
+            late_rescue: true,
             stall_timeout: Duration::from_secs(1),
             estimator_tau: Duration::from_millis(100),
             loss_hold: 0.0,

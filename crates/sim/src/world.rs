@@ -214,6 +214,7 @@ impl<'a> World<'a> {
                 initial_window: window,
                 cancel_recalled: sc.cancel_recalled,
                 clamp_helper_buffer: sc.clamp_helper_buffer,
+                late_rescue: sc.late_rescue,
                 ..SenderConfig::default()
             },
         );

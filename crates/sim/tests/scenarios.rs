@@ -78,6 +78,7 @@ fn reinjection_case(reinject: bool, lookahead: Option<f64>) -> SimResult {
     );
     sc.apply(&Change::parse("2s:pipe1=1").unwrap()).unwrap();
     sc.pams.reinjection = reinject;
+    sc.late_rescue = reinject;
     sc.pams.lookahead_rtts = lookahead;
     run(&sc).unwrap()
 }
