@@ -105,6 +105,8 @@ pub struct AppIo {
     pub credit: Arc<Credit>,
     reader: JoinHandle<()>,
     writer: JoinHandle<()>,
+    /// Set by [`AppIo::abort`]; a handle dropped without it resets the application.
+    ended: AtomicBool,
 }
 
 impl AppIo {
@@ -144,11 +146,13 @@ impl AppIo {
             credit,
             reader,
             writer,
+            ended: AtomicBool::new(false),
         }
     }
 
     /// Stops both tasks. With `reset`, the application sees a TCP reset rather than a FIN.
     pub fn abort(&self, reset: bool) {
+        self.ended.store(true, Ordering::Relaxed);
         self.credit.close();
         self.reader.abort();
         self.writer.abort();
@@ -339,6 +343,19 @@ async fn write_all_vectored(sock: &TcpStream, batch: &mut Vec<Bytes>) -> io::Res
     Ok(())
 }
 
+impl Drop for AppIo {
+    /// A handle dropped without [`AppIo::abort`] belongs to a session that ended without
+    /// ending its streams, which only a bug does (a panic in the session task unwinds through
+    /// here): the application gets a reset at once instead of a connection that never moves
+    /// again while its reader task waits for credit forever.
+    fn drop(&mut self) {
+        if !self.ended.load(Ordering::Relaxed) {
+            tracing::error!("a session dropped a live application stream: resetting it");
+            self.abort(true);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,5 +374,43 @@ mod tests {
         assert_eq!(waiter.await.unwrap(), Some(3));
         c.close();
         assert_eq!(c.take(1).await, None);
+    }
+
+    /// A stream's I/O dropped without being ended (its session died) resets the
+    /// application's connection; one ended cleanly first closes it with a FIN, not a reset.
+    #[tokio::test]
+    async fn a_dropped_live_stream_resets_its_application() {
+        use tokio::io::AsyncReadExt;
+        for clean in [false, true] {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let mut app = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                .await
+                .unwrap();
+            let (ours, _) = l.accept().await.unwrap();
+            let (events, _rx) = mpsc::channel(8);
+            let io = AppIo::start(
+                StreamId(1),
+                ours,
+                None,
+                Credit::new(0),
+                Credit::new(0),
+                1,
+                events,
+            );
+            if clean {
+                io.abort(false);
+            }
+            drop(io);
+            let mut buf = [0u8; 8];
+            let r = tokio::time::timeout(Duration::from_secs(5), app.read(&mut buf))
+                .await
+                .expect("the application is not left hanging");
+            if clean {
+                assert_eq!(r.unwrap(), 0, "a clean end is a FIN");
+            } else {
+                let e = r.expect_err("a reset");
+                assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+            }
+        }
     }
 }
