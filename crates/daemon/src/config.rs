@@ -93,6 +93,13 @@ pub struct Tuning {
     pub lowat: Size,
     /// Largest `STREAM_DATA` payload.
     pub segment: Size,
+    /// On a path slower than a low-water mark (`lowat`) per this time, data frames and the
+    /// records they are sealed in carry only this long's worth of the path's throughput (at
+    /// least 2 KiB): the primary hands a frame to the application only once its whole
+    /// record has arrived, and a 16 KiB record takes 130 ms on a 1 Mbit/s path. The
+    /// scheduler still decides whole `segment`s. `"0ms"` keeps records at the mark
+    /// (`mpbond-fixed-segments` in the lab).
+    pub segment_time: Dur,
     /// Unacknowledged bytes buffered per stream on the sending side, to start with.
     pub stream_buffer: Size,
     /// Receive window per stream, to start with.
@@ -167,6 +174,7 @@ impl Default for Tuning {
         Tuning {
             lowat: Size(16 << 10),
             segment: Size(16 << 10),
+            segment_time: Dur(Duration::from_millis(20)),
             stream_buffer: Size(4 << 20),
             recv_window: Size(4 << 20),
             window_max: Size(32 << 20),

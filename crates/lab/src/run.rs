@@ -931,6 +931,7 @@ fn start_mpbond(
         MpbondVariant::NoReinject => "[tuning]\npams_reinjection = false\nlate_rescue = false\n",
         MpbondVariant::NoRescue => "[tuning]\nwindow_rescue = false\n",
         MpbondVariant::NoLateRescue => "[tuning]\nlate_rescue = false\n",
+        MpbondVariant::FixedSegments => "[tuning]\nsegment_time = \"0ms\"\n",
         MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
         _ => "",

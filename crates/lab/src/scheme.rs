@@ -39,6 +39,9 @@ pub enum MpbondVariant {
     /// Without late-head rescue (`tuning.late_rescue = false`): a head of line long past its
     /// due time is left to its subflow while the stream can still send new data.
     NoLateRescue,
+    /// Every segment and record at the full 16 KiB (`tuning.segment_time = "0ms"`), whatever
+    /// the path's rate.
+    FixedSegments,
     /// PAMS fed the helper's directly measured buffering delay instead of B_p/Th_p (§6.2,
     /// "Estimating Pipe Buffering").
     MeasuredBuffering,
@@ -52,7 +55,7 @@ pub enum MpbondVariant {
 }
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 14] = [
+    const ALL: [MpbondVariant; 15] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -63,6 +66,7 @@ impl MpbondVariant {
         MpbondVariant::NoReinject,
         MpbondVariant::NoRescue,
         MpbondVariant::NoLateRescue,
+        MpbondVariant::FixedSegments,
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
         MpbondVariant::Bbr,
@@ -81,6 +85,7 @@ impl MpbondVariant {
             MpbondVariant::NoReinject => "mpbond-no-reinject",
             MpbondVariant::NoRescue => "mpbond-no-rescue",
             MpbondVariant::NoLateRescue => "mpbond-no-late-rescue",
+            MpbondVariant::FixedSegments => "mpbond-fixed-segments",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
             MpbondVariant::Bbr => "mpbond-bbr",
@@ -271,6 +276,7 @@ mod tests {
             "mpbond-no-reinject",
             "mpbond-no-rescue",
             "mpbond-no-late-rescue",
+            "mpbond-fixed-segments",
             "mpbond-unpaced",
             "mpbond-bbr@2",
             "mpbond-wait-open",

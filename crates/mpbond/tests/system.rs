@@ -60,6 +60,27 @@ fn fifty_mb_down_and_twenty_mb_up_through_socks_with_two_helpers() {
     }
 }
 
+/// Records and data frames cut to the path's rate (`tuning.segment_time`): with a rate
+/// budget of one microsecond every frame is cut to the 2 KiB floor, so a download and an
+/// upload travel as thousands of small frames at computed offsets, over both paths, and
+/// must still arrive byte for byte.
+#[test]
+fn data_cut_into_small_frames_arrives_intact() {
+    let c = Cluster::start(Spec {
+        net: 23,
+        helpers: 1,
+        tuning: "segment_time = \"1us\"",
+        proxy_extra: RR,
+        primary_extra: RR,
+        ..Spec::default()
+    });
+    download(&c, 8_000_000, 21);
+    let up = content(22, 3_000_000);
+    let digest = curl_put(c.socks, &c.url("/upload"), &up, &c.dir)
+        .unwrap_or_else(|e| panic!("upload failed: {e}\n{}", c.logs()));
+    assert_eq!(digest, sha(&up));
+}
+
 #[test]
 fn three_helpers_carry_a_download() {
     let c = Cluster::start(Spec {

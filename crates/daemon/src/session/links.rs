@@ -21,6 +21,9 @@ const ESTIMATOR_TAU: Duration = Duration::from_millis(100);
 /// How much of a link's throughput its low-water mark holds.
 const COMMIT_TIME: Duration = Duration::from_millis(2);
 
+/// Smallest record (and data frame) `record_size` cuts to: about 2% framing.
+pub(super) const MIN_RECORD: u64 = 2048;
+
 /// One link owned by the session.
 pub(super) struct LinkState {
     pub subflow: Option<SubflowId>,
@@ -343,13 +346,35 @@ impl Session {
         }
     }
 
-    /// Queues data on a link and writes once a mark's worth is queued; until then the link
-    /// stays idle (the kernel was below its mark at the last check, so it can take that much).
+    /// How much plaintext a record on `link` carries before it is written: a mark's worth
+    /// (`lowat`), or on a path slower than that per `tuning.segment_time`, that long's worth
+    /// of the path's throughput, at least [`MIN_RECORD`]. The peer decrypts a record, and so
+    /// hands its frames on, only once all of it has arrived: on a path in a 1 Mbit/s dip a
+    /// 16 KiB record reaches the primary 130 ms at a time, and an application waiting on that
+    /// path gets nothing in between (experiment 10b, docs/evaluation.md). Data frames are
+    /// cut to this size too (`pump`); the scheduler still decides whole segments.
+    pub(super) fn record_size(&self, link: LinkId) -> u64 {
+        let Some(l) = self.links.get(&link) else {
+            return u64::MAX;
+        };
+        let time = self.spec.tuning.segment_time.0.as_secs_f64();
+        let th = l.est.throughput();
+        if time > 0.0 && th > 0.0 {
+            l.lowat.min(((th * time) as u64).max(MIN_RECORD))
+        } else {
+            l.lowat
+        }
+    }
+
+    /// Queues data on a link and writes once a record's worth (`record_size`) is
+    /// queued; until then the link stays idle (the kernel was below its mark at the last
+    /// check, so it can take that much).
     pub(super) fn push_batched(&mut self, link: LinkId) {
+        let record = self.record_size(link);
         let due = self
             .links
             .get(&link)
-            .is_some_and(|l| l.writer.pending() as u64 >= l.lowat);
+            .is_some_and(|l| l.writer.pending() as u64 >= record);
         if due {
             self.flush_link(link);
         }

@@ -487,10 +487,18 @@ impl Session {
                     if t.reinjected {
                         Metrics::add(&self.spec.metrics.bytes_reinjected, t.payload.len() as u64);
                     }
-                    if let Some(ls) = self.links.get_mut(&l) {
-                        if !t.payload.is_empty() {
-                            let _ = ls.writer.push_data(t.stream, t.dsn, &t.payload);
+                    // Cut into frames no larger than the link's records, so a slow path
+                    // delivers in small steps (`record_size`).
+                    let piece =
+                        self.record_size(l).clamp(1, t.payload.len().max(1) as u64) as usize;
+                    for (k, chunk) in t.payload.chunks(piece).enumerate() {
+                        if let Some(ls) = self.links.get_mut(&l) {
+                            let dsn = t.dsn + (k * piece) as u64;
+                            let _ = ls.writer.push_data(t.stream, dsn, chunk);
                         }
+                        self.push_batched(l);
+                    }
+                    if let Some(ls) = self.links.get_mut(&l) {
                         if let Some(size) = t.fin {
                             let _ = ls.writer.push_frame(&Frame::StreamFin {
                                 stream: t.stream,
