@@ -541,27 +541,58 @@ impl SendStream {
     /// flight on other subflows. For a head that is late because its path stalled or lost
     /// it: a TCP subflow delivers in order, so what it carries after the late head waits
     /// behind it too, while the ranges on other subflows in between are arriving (or
-    /// arrived: SACKed ranges are no longer in flight). Returns the ranges, ascending.
+    /// arrived: SACKed ranges are no longer in flight). A range sent before (`again`) ends
+    /// it: its first copy is still on its way. Returns the ranges, ascending.
     pub fn take_share_from_head(
         &mut self,
         subflow: SubflowId,
         max: u64,
         late: impl Fn(Time, Time) -> bool,
     ) -> Vec<(u64, u64)> {
+        self.take_from_head(subflow, max, true, |f| !f.again && late(f.sent, f.due))
+    }
+
+    /// Takes the head of line back from `subflow` so it is sent again on another one: the
+    /// in-flight ranges on `subflow` from the cumulative ACK on, lowest first, up to the first
+    /// range on another subflow and at most `max` bytes. Unlike [`SendStream::recall`], which
+    /// trims the tail of a slow subflow's share at the end of a transfer, this frees the bytes
+    /// the receiver's reorder buffer waits for. Returns the ranges, ascending.
+    pub fn take_head(&mut self, subflow: SubflowId, max: u64) -> Vec<(u64, u64)> {
+        self.take_from_head(subflow, max, false, |_| true)
+    }
+
+    /// The walk behind [`SendStream::take_head`] and [`SendStream::take_share_from_head`]:
+    /// `subflow`'s in-flight ranges from the cumulative ACK on, at most `max` bytes, while
+    /// `keep` accepts them; with `pass_others` past other subflows' ranges and gaps, without
+    /// it only a contiguous run. The bytes taken wait in `retx`, marked as recalled from
+    /// `subflow`; if the FIN rode the last of them, it is pending again.
+    fn take_from_head(
+        &mut self,
+        subflow: SubflowId,
+        max: u64,
+        pass_others: bool,
+        keep: impl Fn(&InFlight) -> bool,
+    ) -> Vec<(u64, u64)> {
         let mut want = max;
+        let mut next = self.cum_ack;
         let mut picked = Vec::new();
-        for (&s, &f) in self.inflight.range(self.cum_ack..) {
+        for (&s, f) in self.inflight.range(self.cum_ack..) {
             if want == 0 {
                 break;
             }
-            if f.subflow == subflow {
-                if f.again || !late(f.sent, f.due) {
-                    break;
-                }
-                let take_to = f.end.min(s + want);
-                want -= take_to - s;
-                picked.push((s, f, take_to));
+            if f.subflow != subflow && pass_others {
+                continue;
             }
+            if f.subflow != subflow || (s != next && !pass_others) {
+                break;
+            }
+            if !keep(f) {
+                break;
+            }
+            let take_to = f.end.min(s + want);
+            want -= take_to - s;
+            next = take_to;
+            picked.push((s, *f, take_to));
         }
         let mut out = Vec::with_capacity(picked.len());
         for (s, f, take_to) in picked {
@@ -575,40 +606,6 @@ impl SendStream {
         }
         let last = out.last().map(|&(_, e)| e);
         if last.is_some() && self.fin == FinState::Sent(subflow) && self.final_size == last {
-            self.fin = FinState::Pending;
-        }
-        out
-    }
-
-    /// Takes the head of line back from `subflow` so it is sent again on another one: the
-    /// in-flight ranges on `subflow` from the cumulative ACK on, lowest first, up to the first
-    /// range on another subflow and at most `max` bytes. Unlike [`SendStream::recall`], which
-    /// trims the tail of a slow subflow's share at the end of a transfer, this frees the bytes
-    /// the receiver's reorder buffer waits for. Returns the ranges, ascending.
-    pub fn take_head(&mut self, subflow: SubflowId, max: u64) -> Vec<(u64, u64)> {
-        let mut left = max;
-        let mut out = Vec::new();
-        let mut next = self.cum_ack;
-        while left > 0 {
-            let Some((&s, &f)) = self.inflight.first_key_value() else {
-                break;
-            };
-            if s != next || f.subflow != subflow {
-                break;
-            }
-            self.inflight.remove(&s);
-            let take_to = f.end.min(s + left);
-            if take_to < f.end {
-                self.inflight.insert(take_to, f);
-            }
-            self.retx.insert(s, take_to);
-            self.recalled.push((s, take_to, subflow));
-            left -= take_to - s;
-            next = take_to;
-            out.push((s, take_to));
-        }
-        // The FIN rode the last segment: if that one is taken back, so is the FIN.
-        if !out.is_empty() && self.fin == FinState::Sent(subflow) && self.final_size == Some(next) {
             self.fin = FinState::Pending;
         }
         out

@@ -184,8 +184,8 @@ const STALL_MIN: Duration = Duration::from_millis(200);
 /// A head of line is late ([`Sender::late_rescue`]) once it is past its due time by the data
 /// ACK's way back, the receiver's ACK hold and a slack: this fraction of the delay predicted
 /// when it was scheduled, and at least [`LATE_SLACK_MIN`]. Rate estimates of cellular paths
-/// swing by tens of percent from one round trip to the next; a head within half its predicted
-/// delay of its due time is noise, one past it has met a loss or a rate collapse.
+/// swing by tens of percent from one round trip to the next; a head that took less than twice
+/// its predicted delay is noise, one that took more has met a loss or a rate collapse.
 const LATE_SLACK_FRACTION: f64 = 1.0;
 
 /// A late head goes to another subflow only if that one delivers it within this fraction of
@@ -685,7 +685,6 @@ impl Sender {
         if !self.cfg.window_rescue || now < self.rescue_hold {
             return 0;
         }
-        let pad = crate::scheduler::pams::pad_drain;
         let mut picked = None;
         for (&sid, stream) in self.streams.iter() {
             if stream.has_sendable_data() {
@@ -713,11 +712,7 @@ impl Sender {
             if !late {
                 continue;
             }
-            let to = views
-                .iter()
-                .filter(|v| v.idle && v.id != from && !self.retired.contains(&v.id))
-                .min_by(|a, b| pad(a).total_cmp(&pad(b)));
-            if let Some(to) = to {
+            if let Some(to) = self.rescue_target(views, from) {
                 picked = Some((sid, from, to.cwnd.max(WINDOW_RESCUE_MIN), to.rtt));
                 break;
             }
@@ -733,10 +728,26 @@ impl Sender {
         if total == 0 {
             return 0;
         }
-        self.rescue_hold = now + secs(hold, 1.0).max(Duration::from_millis(1));
+        self.hold_rescues(now, hold);
         self.stats.window_rescues += 1;
         self.stats.window_rescued_bytes += total;
         total
+    }
+
+    /// Where a rescued head goes: the idle live subflow other than `from` with the smallest
+    /// PAD (shared by the window and late-head rescues).
+    fn rescue_target<'v>(&self, views: &'v [PathView], from: SubflowId) -> Option<&'v PathView> {
+        let pad = crate::scheduler::pams::pad_drain;
+        views
+            .iter()
+            .filter(|v| v.idle && v.id != from && !self.retired.contains(&v.id))
+            .min_by(|a, b| pad(a).total_cmp(&pad(b)))
+    }
+
+    /// No further rescue for `hold` seconds (the RTT of the subflow the last one went to),
+    /// at least a millisecond.
+    fn hold_rescues(&mut self, now: Time, hold: f64) {
+        self.rescue_hold = now + secs(hold, 1.0).max(Duration::from_millis(1));
     }
 
     /// Late-head rescue: a stream's head of line that is well past the time the scheduler
@@ -769,11 +780,9 @@ impl Sender {
             return 0;
         }
         self.late_scan = now + LATE_SCAN;
-        let pad = crate::scheduler::pams::pad_drain;
-        let live = |v: &&PathView| !self.retired.contains(&v.id);
         let ack_way_back = views
             .iter()
-            .filter(live)
+            .filter(|v| !self.retired.contains(&v.id))
             .map(|v| v.propagation_owd())
             .fold(f64::INFINITY, f64::min);
         if !ack_way_back.is_finite() {
@@ -798,12 +807,9 @@ impl Sender {
             // The head is likely to take about as long again as it is late already; another
             // path must deliver a copy in half that, or the copy is not worth its bytes.
             let late_by = now.saturating_since(h.due).as_secs_f64();
-            let to = views
-                .iter()
-                .filter(live)
-                .filter(|v| v.idle && v.id != h.subflow)
-                .min_by(|a, b| pad(a).total_cmp(&pad(b)))
-                .filter(|v| pad(v) < late_by * LATE_GAIN);
+            let to = self
+                .rescue_target(views, h.subflow)
+                .filter(|v| crate::scheduler::pams::pad_drain(v) < late_by * LATE_GAIN);
             if let Some(to) = to {
                 picked = Some((sid, h.subflow, to.cwnd.max(WINDOW_RESCUE_MIN), to.rtt));
                 break;
@@ -829,7 +835,7 @@ impl Sender {
         ) {
             a.ghost_end = a.ghost_end.max(v.bytes_acked + a.kernel_queued);
         }
-        self.rescue_hold = now + secs(hold, 1.0).max(Duration::from_millis(1));
+        self.hold_rescues(now, hold);
         self.stats.late_rescues += 1;
         self.stats.late_rescued_bytes += total;
         total

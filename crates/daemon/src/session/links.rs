@@ -366,11 +366,10 @@ impl Session {
         }
     }
 
-    /// Queues data on a link and writes once a record's worth (`record_size`) is
-    /// queued; until then the link stays idle (the kernel was below its mark at the last
-    /// check, so it can take that much).
-    pub(super) fn push_batched(&mut self, link: LinkId) {
-        let record = self.record_size(link);
+    /// Writes what a link has queued once it is a record's worth (`record`, from
+    /// `record_size`); until then the link stays idle (the kernel was below its mark at the
+    /// last check, so it can take that much).
+    pub(super) fn push_batched(&mut self, link: LinkId, record: u64) {
         let due = self
             .links
             .get(&link)

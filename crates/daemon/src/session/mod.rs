@@ -489,14 +489,14 @@ impl Session {
                     }
                     // Cut into frames no larger than the link's records, so a slow path
                     // delivers in small steps (`record_size`).
-                    let piece =
-                        self.record_size(l).clamp(1, t.payload.len().max(1) as u64) as usize;
+                    let record = self.record_size(l);
+                    let piece = usize::try_from(record).unwrap_or(usize::MAX).max(1);
                     for (k, chunk) in t.payload.chunks(piece).enumerate() {
                         if let Some(ls) = self.links.get_mut(&l) {
                             let dsn = t.dsn + (k * piece) as u64;
                             let _ = ls.writer.push_data(t.stream, dsn, chunk);
                         }
-                        self.push_batched(l);
+                        self.push_batched(l, record);
                     }
                     if let Some(ls) = self.links.get_mut(&l) {
                         if let Some(size) = t.fin {
@@ -506,7 +506,7 @@ impl Session {
                             });
                         }
                     }
-                    self.push_batched(l);
+                    self.push_batched(l, record);
                 }
             }
             views = self.views();
