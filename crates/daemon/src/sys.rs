@@ -10,6 +10,8 @@ use std::mem::size_of;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 
+use mpbond_core::PacketFill;
+
 /// `struct tcp_info` from `<linux/tcp.h>`, up to `tcpi_snd_wnd`. The kernel fills as much as
 /// it knows and reports the length; older kernels leave the tail zero.
 #[repr(C)]
@@ -97,9 +99,33 @@ pub struct TcpInfo {
     /// round trip (the kernel reports a threshold of 0 during the initial slow start).
     #[serde(default)]
     pub slow_start: bool,
+    /// Packets delivered since the connection opened (`tcpi_delivered`), for [`PacketFill`].
+    #[serde(default)]
+    pub delivered: u32,
+    /// The sender's MSS, bytes (`tcpi_snd_mss`).
+    #[serde(default)]
+    pub mss: u32,
 }
 
 impl TcpInfo {
+    /// Corrects the readings the kernel counts in packets × MSS (delivery rate, congestion
+    /// window, bytes in flight) for packets shorter than the MSS, with `fill` from a
+    /// [`PacketFill`] kept for the socket (why: its doc comment).
+    pub fn with_fill(mut self, fill: &mut PacketFill, now: mpbond_core::Time) -> Self {
+        let f = fill.observe(
+            now,
+            self.rtt_us as f64 / 1e6,
+            self.bytes_acked,
+            self.delivered,
+            self.mss,
+        );
+        let scale = |v: u64| (v as f64 * f) as u64;
+        self.delivery_rate = scale(self.delivery_rate);
+        self.cwnd_bytes = scale(self.cwnd_bytes);
+        self.unacked_bytes = scale(self.unacked_bytes);
+        self
+    }
+
     /// Fraction of segments retransmitted.
     pub fn loss_rate(&self) -> f64 {
         if self.segs_out == 0 {
@@ -166,6 +192,8 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
         total_retrans: r.total_retrans,
         last_ack_recv_ms: r.last_ack_recv,
         slow_start: r.snd_ssthresh == 0 || r.snd_cwnd < r.snd_ssthresh,
+        delivered: r.delivered,
+        mss: r.snd_mss,
     })
 }
 

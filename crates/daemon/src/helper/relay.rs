@@ -20,8 +20,9 @@ use super::HelperShared;
 use crate::config::{BufferingEstimate, FeedbackPolicy};
 use crate::keys::PublicKey;
 use crate::link::{self, Link, LinkWriter, Security};
+use crate::meter::Meter;
 use crate::status::{LinkStatus, Metrics, RelayStatus};
-use crate::sys::{self, TcpInfo};
+use crate::sys;
 use crate::ticket::Ticket;
 
 const PING_EVERY: Duration = Duration::from_millis(250);
@@ -60,7 +61,8 @@ struct Slot {
     sock: Arc<TcpStream>,
     ctrl: Arc<Ctrl>,
     tasks: Vec<JoinHandle<()>>,
-    tcp: TcpInfo,
+    /// TCP_INFO, corrected for short packets (the pipe's Th_p in feedback).
+    meter: Meter,
     unacked_since: Option<Instant>,
     last_sent: Arc<AtomicU64>,
     /// When a byte last arrived ([`sys::mono_ms`]).
@@ -84,7 +86,7 @@ impl Slot {
             name: self.name.clone(),
             peer: self.peer.clone(),
             pending: 0,
-            tcp: self.tcp,
+            tcp: self.meter.tcp,
         }
     }
 }
@@ -227,7 +229,7 @@ impl Relay {
             sock,
             ctrl,
             tasks: vec![rd, wr],
-            tcp: TcpInfo::default(),
+            meter: Meter::new(0.0),
             unacked_since: None,
             last_sent,
             last_rx,
@@ -568,12 +570,11 @@ impl Relay {
     }
 
     fn refresh(&self) {
+        let now = mpbond_core::Time(self.epoch.elapsed().as_nanos() as u64);
         let mut st = self.st();
         let st = &mut *st;
         for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
-            if let Ok(t) = sys::tcp_info(s.sock.as_ref()) {
-                s.tcp = t;
-            }
+            let _ = s.meter.read(s.sock.as_ref(), now);
         }
     }
 
@@ -591,7 +592,16 @@ impl Relay {
             .iter()
             .map(|p| sys::outq(p.sock.as_ref()).unwrap_or(0))
             .sum();
-        let pipe_rate = carrying.iter().map(|p| p.tcp.delivery_rate).sum::<u64>();
+        // Th_p: the kernel's newest delivery-rate sample, corrected for short packets. Not
+        // the smoothed estimate the proxy keeps of its own paths: until a path has been
+        // seen busy that counts CWND/RTT, and the helper's pipe, fed from a user-space
+        // queue under TCP_NOTSENT_LOWAT, is marked application-limited so often that over a
+        // 5 ms pipe it read up to 1.8 MB/s on a 625 KB/s pipe (07 at 512 KB: 0.54 s instead
+        // of 0.46 s).
+        let pipe_rate = carrying
+            .iter()
+            .map(|p| p.meter.tcp.delivery_rate)
+            .sum::<u64>();
         let buffered = match self.shared.cfg.buffering_estimate {
             BufferingEstimate::Queue => self.down.bytes() + pipes_outq,
             // PAMS divides B_p by the pipe throughput: report the measured delay that way,
@@ -603,7 +613,11 @@ impl Relay {
         let down = PipeFeedback {
             subflow: sf,
             throughput_bps: pipe_rate * 8,
-            rtt_us: carrying.iter().map(|p| p.tcp.rtt_us).min().unwrap_or(0),
+            rtt_us: carrying
+                .iter()
+                .map(|p| p.meter.tcp.rtt_us)
+                .min()
+                .unwrap_or(0),
             buffered,
             timestamp_us: ts,
             uplink: false,
@@ -614,8 +628,8 @@ impl Relay {
         let hs_active = st.last_down.is_some_and(|t| t.elapsed() < HS_ACTIVE_WINDOW);
         let up = st.hs.as_ref().map(|h| PipeFeedback {
             subflow: sf,
-            throughput_bps: h.tcp.delivery_rate * 8,
-            rtt_us: h.tcp.rtt_us,
+            throughput_bps: h.meter.tcp.delivery_rate * 8,
+            rtt_us: h.meter.tcp.rtt_us,
             buffered: self.up.bytes() + sys::outq(h.sock.as_ref()).unwrap_or(0),
             timestamp_us: ts,
             uplink: true,
@@ -658,7 +672,7 @@ impl Relay {
                 let silent = now_rx.saturating_sub(s.last_rx.load(Ordering::Relaxed));
                 let check = s.activity.check(
                     Some(s.id) == hs_id,
-                    &s.tcp,
+                    &s.meter.tcp,
                     now,
                     Duration::from_millis(silent),
                     PING_EVERY,
@@ -668,10 +682,10 @@ impl Relay {
                     dead.push(s.id);
                     continue;
                 }
-                if s.tcp.unacked_bytes > 0 {
+                if s.meter.tcp.unacked_bytes > 0 {
                     let since = *s.unacked_since.get_or_insert(now);
                     if now - since >= stall
-                        && u128::from(s.tcp.last_ack_recv_ms) >= stall.as_millis()
+                        && u128::from(s.meter.tcp.last_ack_recv_ms) >= stall.as_millis()
                     {
                         dead.push(s.id);
                     }
@@ -696,12 +710,12 @@ impl Relay {
                         st.pipes
                             .iter()
                             .find(|p| p.id == id)
-                            .map_or(0, |p| p.tcp.delivery_rate)
+                            .map_or(0, |p| p.meter.tcp.delivery_rate)
                     };
                     let best = st
                         .pipes
                         .iter()
-                        .max_by_key(|p| p.tcp.delivery_rate)
+                        .max_by_key(|p| p.meter.tcp.delivery_rate)
                         .map(|p| p.id);
                     match (cur, best) {
                         // Switch only for a clear gain, to avoid flapping.

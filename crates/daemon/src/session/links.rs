@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mpbond_core::{PathEstimator, PathKind, PathView, PipeState, TcpSample};
+use mpbond_core::{PathEstimator, PathKind, PathView, PipeState};
 use mpbond_proto::{Frame, PipeFeedback, Reason, SubflowId};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
@@ -13,11 +13,10 @@ use tokio::task::JoinHandle;
 use super::{Event, LinkId, Session, Side, PING_EVERY};
 use crate::keys::PublicKey;
 use crate::link::{Link, LinkWriter};
+use crate::meter::Meter;
 use crate::status::{LinkStatus, Metrics, PipeStatus, SubflowStatus};
-use crate::sys::{self, TcpInfo};
+use crate::sys;
 
-/// Time constant of the link throughput estimators.
-const ESTIMATOR_TAU: Duration = Duration::from_millis(100);
 /// How much of a link's throughput its low-water mark holds.
 const COMMIT_TIME: Duration = Duration::from_millis(2);
 
@@ -34,8 +33,8 @@ pub(super) struct LinkState {
     watcher: JoinHandle<()>,
     arm: Arc<Notify>,
     armed: bool,
-    pub tcp: TcpInfo,
-    pub est: PathEstimator,
+    /// TCP_INFO and the path estimate from it.
+    pub meter: Meter,
     pub last_sent: Instant,
     pub idle: bool,
     /// The link's current TCP_NOTSENT_LOWAT, bytes.
@@ -138,9 +137,8 @@ impl Session {
                 }
             }
         });
-        let mut est = PathEstimator::new(ESTIMATOR_TAU).with_loss_hold(self.spec.tuning.loss_hold);
-        let tcp = sys::tcp_info(sock.as_ref()).unwrap_or_default();
-        feed(&mut est, &tcp, true, self.now());
+        let mut meter = Meter::new(self.spec.tuning.loss_hold);
+        let _ = meter.read(sock.as_ref(), self.now());
         self.links.insert(
             id,
             LinkState {
@@ -152,8 +150,7 @@ impl Session {
                 watcher,
                 arm,
                 armed: false,
-                tcp,
-                est,
+                meter,
                 last_sent: Instant::now(),
                 idle: true,
                 lowat,
@@ -329,11 +326,8 @@ impl Session {
         let now = self.now();
         let base = self.spec.tuning.lowat.0;
         for l in self.links.values_mut() {
-            if let Ok(t) = sys::tcp_info(l.writer.sock().as_ref()) {
-                let fresh = t.bytes_acked != l.tcp.bytes_acked;
-                l.tcp = t;
-                feed(&mut l.est, &t, fresh, now);
-                let want = ((l.est.throughput() * COMMIT_TIME.as_secs_f64()) as u64)
+            if let Ok(&t) = l.meter.read(l.writer.sock().as_ref(), now) {
+                let want = ((l.meter.est.throughput() * COMMIT_TIME.as_secs_f64()) as u64)
                     .clamp(base, base.saturating_mul(16));
                 if want.abs_diff(l.lowat) * 4 > l.lowat {
                     l.lowat = want;
@@ -358,7 +352,7 @@ impl Session {
             return u64::MAX;
         };
         let time = self.spec.tuning.segment_time.0.as_secs_f64();
-        let th = l.est.throughput();
+        let th = l.meter.throughput();
         if time > 0.0 && th > 0.0 {
             l.lowat.min(((th * time) as u64).max(MIN_RECORD))
         } else {
@@ -399,7 +393,7 @@ impl Session {
             let silent = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
             let check = l.activity.check(
                 l.helper.is_none(),
-                &l.tcp,
+                &l.meter.tcp,
                 now,
                 Duration::from_millis(silent),
                 PING_EVERY,
@@ -409,9 +403,11 @@ impl Session {
                 dead.push((id, "stalled: nothing received within the stall timeout"));
                 continue;
             }
-            if l.tcp.unacked_bytes > 0 {
+            if l.meter.tcp.unacked_bytes > 0 {
                 let since = *l.unacked_since.get_or_insert(now);
-                if now - since >= stall && u128::from(l.tcp.last_ack_recv_ms) >= stall.as_millis() {
+                if now - since >= stall
+                    && u128::from(l.meter.tcp.last_ack_recv_ms) >= stall.as_millis()
+                {
                     dead.push((id, "stalled: no ACK within the stall timeout"));
                 }
             } else {
@@ -444,8 +440,8 @@ impl Session {
         }
         let fastest = || {
             alive.iter().copied().max_by(|a, b| {
-                let ta = self.links.get(a).map_or(0.0, |l| l.est.throughput());
-                let tb = self.links.get(b).map_or(0.0, |l| l.est.throughput());
+                let ta = self.links.get(a).map_or(0.0, |l| l.meter.est.throughput());
+                let tb = self.links.get(b).map_or(0.0, |l| l.meter.est.throughput());
                 ta.total_cmp(&tb)
             })
         };
@@ -478,7 +474,7 @@ impl Session {
                 .values()
                 .filter(|s| !direct || s.kind == PathKind::Direct)
                 .flat_map(|s| s.links.iter())
-                .filter_map(|l| self.links.get(l).map(|x| (*l, x.est.srtt())))
+                .filter_map(|l| self.links.get(l).map(|x| (*l, x.meter.est.srtt())))
                 .min_by(|a, b| a.1.total_cmp(&b.1))
                 .map(|(l, _)| l)
         };
@@ -552,18 +548,20 @@ impl Session {
             v.idle = false;
             for l in links.iter().filter_map(|l| self.links.get(l)) {
                 v.idle |= l.idle;
-                v.rtt = v.rtt.max(l.est.srtt());
+                v.rtt = v.rtt.max(l.meter.est.srtt());
                 v.min_rtt = if v.min_rtt == 0.0 {
-                    l.est.min_rtt()
+                    l.meter.est.min_rtt()
                 } else {
-                    v.min_rtt.min(l.est.min_rtt())
+                    v.min_rtt.min(l.meter.est.min_rtt())
                 };
-                v.throughput += l.est.throughput();
-                v.cwnd += l.tcp.cwnd_bytes;
-                v.inflight += l.tcp.unacked_bytes;
-                v.queued += l.writer.pending() as u64 + l.tcp.unacked_bytes + l.tcp.notsent_bytes;
-                v.bytes_acked += l.tcp.bytes_acked;
-                v.loss_rate = v.loss_rate.max(l.tcp.loss_rate());
+                v.throughput += l.meter.est.throughput();
+                v.cwnd += l.meter.tcp.cwnd_bytes;
+                v.inflight += l.meter.tcp.unacked_bytes;
+                v.queued += l.writer.pending() as u64
+                    + l.meter.tcp.unacked_bytes
+                    + l.meter.tcp.notsent_bytes;
+                v.bytes_acked += l.meter.tcp.bytes_acked;
+                v.loss_rate = v.loss_rate.max(l.meter.tcp.loss_rate());
                 // Only a cellular link's idleness is known here (a primary's helper subflows
                 // run over pipes; the helper's radio is out of sight).
                 if l.helper.is_none() {
@@ -593,13 +591,13 @@ impl Session {
                         name: l.name.clone(),
                         peer: l.peer_addr.clone(),
                         pending: l.writer.pending() as u64,
-                        tcp: l.tcp,
+                        tcp: l.meter.tcp,
                     })
                     .collect();
                 let ests: Vec<&PathEstimator> = sf
                     .links
                     .iter()
-                    .filter_map(|l| self.links.get(l).map(|x| &x.est))
+                    .filter_map(|l| self.links.get(l).map(|x| &x.meter.est))
                     .collect();
                 SubflowStatus {
                     id: id.0,
@@ -626,61 +624,5 @@ impl Session {
                 }
             })
             .collect()
-    }
-}
-
-/// Feeds a link estimator from TCP_INFO: the kernel's delivery rate when it has one and it is
-/// `fresh` (something was acknowledged since the last reading). The kernel keeps reporting
-/// its last rate sample, flags and all, while nothing is acknowledged: read every tick, an
-/// idle link would keep feeding the last sample of its previous transfer as if it were new
-/// (after a download, the slow tail of it), and an idle period could not be told apart.
-fn feed(est: &mut PathEstimator, t: &TcpInfo, fresh: bool, now: mpbond_core::Time) {
-    if t.rtt_us == 0 {
-        return;
-    }
-    est.on_sample(TcpSample {
-        now,
-        srtt: t.rtt_us as f64 / 1e6,
-        cwnd: t.cwnd_bytes,
-        delivery_rate: (fresh && t.delivery_rate > 0).then_some(t.delivery_rate as f64),
-        app_limited: t.app_limited,
-        slow_start: t.slow_start,
-        retransmits: u64::from(t.total_retrans),
-    });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_repeated_reading_of_an_idle_link_is_not_a_new_rate_sample() {
-        // A link measured at 1 MB/s, then idle: the kernel keeps reporting the slow last
-        // sample of the transfer's tail (200 KB/s, not application-limited).
-        let mut est = PathEstimator::new(ESTIMATOR_TAU);
-        let mut t = TcpInfo {
-            rtt_us: 50_000,
-            cwnd_bytes: 100_000,
-            delivery_rate: 1_000_000,
-            ..TcpInfo::default()
-        };
-        for ms in (0..1000).step_by(5) {
-            t.bytes_acked += 5_000;
-            feed(&mut est, &t, true, mpbond_core::Time::from_millis(ms));
-        }
-        assert!((est.throughput() - 1e6).abs() < 1e3);
-        t.delivery_rate = 200_000;
-        t.bytes_acked += 1_000;
-        feed(&mut est, &t, true, mpbond_core::Time::from_millis(1000));
-        let after_tail = est.throughput();
-        for ms in (1005..3000).step_by(5) {
-            feed(&mut est, &t, false, mpbond_core::Time::from_millis(ms));
-        }
-        assert_eq!(
-            est.throughput(),
-            after_tail,
-            "two idle seconds moved the estimate"
-        );
-        assert!(after_tail > 0.9e6, "{after_tail}");
     }
 }

@@ -1,0 +1,163 @@
+//! What the kernel says about one TCP connection, turned into the core's path estimate.
+//!
+//! Every socket that carries mpbond data (the proxy's and primary's links, a helper's pipes
+//! and HS-Path) is measured the same way, so that PAMS compares like with like: TCP_INFO read
+//! on a timer, corrected for packets shorter than the MSS ([`PacketFill`]), and fed into a
+//! [`PathEstimator`], the estimator the simulator runs too (MPBond §4.3.2).
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use mpbond_core::{PacketFill, PathEstimator, TcpSample, Time};
+
+use crate::sys::{self, TcpInfo};
+
+/// Time constant of the throughput average: a few round trips of a cellular path.
+pub const ESTIMATOR_TAU: Duration = Duration::from_millis(100);
+
+/// The measured state of one TCP connection.
+#[derive(Debug)]
+pub struct Meter {
+    /// The newest TCP_INFO reading, corrected for short packets.
+    pub tcp: TcpInfo,
+    /// Smoothed RTT and throughput.
+    pub est: PathEstimator,
+    fill: PacketFill,
+}
+
+impl Meter {
+    /// A meter with no reading yet; `loss_hold` as in `tuning.loss_hold` (0 for none).
+    pub fn new(loss_hold: f64) -> Self {
+        Self {
+            tcp: TcpInfo::default(),
+            est: PathEstimator::new(ESTIMATOR_TAU).with_loss_hold(loss_hold),
+            fill: PacketFill::new(),
+        }
+    }
+
+    /// Reads TCP_INFO from `sock` and takes it in ([`Meter::update`]).
+    pub fn read(&mut self, sock: &impl AsRawFd, now: Time) -> io::Result<&TcpInfo> {
+        let t = sys::tcp_info(sock)?;
+        self.update(t, now);
+        Ok(&self.tcp)
+    }
+
+    /// Takes one raw reading in: corrects it for short packets and feeds the estimator.
+    ///
+    /// The kernel's delivery rate counts only when it is fresh (something was acknowledged
+    /// since the last reading): the kernel keeps reporting its last rate sample, flags and
+    /// all, while nothing is acknowledged, so a link read every tick would keep feeding the
+    /// last sample of its previous transfer as if it were new (after a download, the slow
+    /// tail of it), and an idle period could not be told apart.
+    pub fn update(&mut self, raw: TcpInfo, now: Time) {
+        let fresh = raw.bytes_acked != self.tcp.bytes_acked;
+        let t = raw.with_fill(&mut self.fill, now);
+        self.tcp = t;
+        if t.rtt_us == 0 {
+            return;
+        }
+        self.est.on_sample(TcpSample {
+            now,
+            srtt: t.rtt_us as f64 / 1e6,
+            cwnd: t.cwnd_bytes,
+            delivery_rate: (fresh && t.delivery_rate > 0).then_some(t.delivery_rate as f64),
+            app_limited: t.app_limited,
+            slow_start: t.slow_start,
+            retransmits: u64::from(t.total_retrans),
+        });
+    }
+
+    /// Throughput in bytes per second, as PAMS and the helper's feedback use it.
+    pub fn throughput(&self) -> f64 {
+        self.est.throughput()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn busy(rate: u64) -> TcpInfo {
+        TcpInfo {
+            rtt_us: 50_000,
+            cwnd_bytes: 100_000,
+            delivery_rate: rate,
+            mss: 1448,
+            ..TcpInfo::default()
+        }
+    }
+
+    #[test]
+    fn a_repeated_reading_of_an_idle_link_is_not_a_new_rate_sample() {
+        // A link measured at 1 MB/s, then idle: the kernel keeps reporting the slow last
+        // sample of the transfer's tail (200 KB/s, not application-limited).
+        let mut m = Meter::new(0.0);
+        let mut t = busy(1_000_000);
+        for ms in (0..1000).step_by(5) {
+            t.bytes_acked += 5 * 1448;
+            t.delivered += 5;
+            m.update(t, Time::from_millis(ms));
+        }
+        assert!((m.throughput() - 1e6).abs() < 1e3, "{}", m.throughput());
+        t.delivery_rate = 200_000;
+        t.bytes_acked += 1448;
+        t.delivered += 1;
+        m.update(t, Time::from_millis(1000));
+        let after_tail = m.throughput();
+        for ms in (1005..3000).step_by(5) {
+            m.update(t, Time::from_millis(ms));
+        }
+        assert_eq!(
+            m.throughput(),
+            after_tail,
+            "two idle seconds moved the estimate"
+        );
+        assert!(after_tail > 0.9e6, "{after_tail}");
+    }
+
+    #[test]
+    fn short_packets_do_not_inflate_the_rate() {
+        // The kernel reports 1 MB/s counting each packet as a full MSS, but every other
+        // packet carries 600 bytes (2 KiB records sent one at a time): the path moves
+        // 2048 bytes per 2 × 1448, about 707 KB/s.
+        let mut m = Meter::new(0.0);
+        let mut t = busy(1_000_000);
+        for ms in (0..2000).step_by(5) {
+            t.bytes_acked += 2 * 2048;
+            t.delivered += 4;
+            m.update(t, Time::from_millis(ms));
+        }
+        let want = 1e6 * 2048.0 / 2896.0;
+        assert!(
+            (m.throughput() - want).abs() < want * 0.01,
+            "{}",
+            m.throughput()
+        );
+        assert!(m.tcp.cwnd_bytes < 75_000 && m.tcp.cwnd_bytes > 65_000);
+    }
+
+    #[test]
+    fn a_real_connection_with_small_writes_reads_short_packets() {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (mut s, _) = l.accept().expect("accept");
+        c.set_nodelay(true).expect("nodelay");
+        let mut m = Meter::new(0.0);
+        m.read(&c, Time::ZERO).expect("tcp_info");
+        // 100-byte writes, each acknowledged before the next: one short packet each.
+        let mut buf = [0u8; 100];
+        for i in 0..40u64 {
+            c.write_all(&[7u8; 100]).expect("write");
+            s.read_exact(&mut buf).expect("read");
+            std::thread::sleep(Duration::from_millis(2));
+            m.read(&c, Time::from_millis(i + 1)).expect("tcp_info");
+        }
+        assert!(m.tcp.mss > 0, "no MSS reported");
+        // Bytes per delivered packet over the MSS: 100 / mss, far below 1.
+        let fill = m.fill.fill();
+        assert!(fill < 0.2, "fill {fill} (mss {})", m.tcp.mss);
+    }
+}
