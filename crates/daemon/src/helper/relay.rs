@@ -595,9 +595,9 @@ impl Relay {
         // Th_p: the kernel's newest delivery-rate sample, corrected for short packets. Not
         // the smoothed estimate the proxy keeps of its own paths: until a path has been
         // seen busy that counts CWND/RTT, and the helper's pipe, fed from a user-space
-        // queue under TCP_NOTSENT_LOWAT, is marked application-limited so often that over a
-        // 5 ms pipe it read up to 1.8 MB/s on a 625 KB/s pipe (07 at 512 KB: 0.54 s instead
-        // of 0.46 s).
+        // queue under TCP_NOTSENT_LOWAT, is marked application-limited so often that on a
+        // 5 ms pipe that floor read well over the pipe's rate and slowed 07's 512 KB
+        // download (docs/evaluation.md, item 13).
         let pipe_rate = carrying
             .iter()
             .map(|p| p.meter.tcp.delivery_rate)
