@@ -127,6 +127,12 @@ impl PathEstimator {
             return;
         };
         self.throughput = Some(match (self.throughput, self.last) {
+            // In slow start the window, and with it the rate, doubles every round trip: an
+            // average over 100 ms (two round trips of a 50 ms path) trails it by up to four
+            // times, and PAMS would split a short download by the paths' slow-start history
+            // rather than by what they carry now. A busy sample above the estimate is what
+            // the path delivered over its last round trip, so it counts at once.
+            (Some(old), Some(_)) if s.slow_start && !s.app_limited && sample > old => sample,
             (Some(old), Some(last)) => {
                 let dt = s.now.saturating_since(last).as_secs_f64();
                 let w = 1.0 - (-dt / self.tau).exp();
@@ -550,6 +556,33 @@ mod tests {
             e.on_sample(busy(ms, 1e5, true));
         }
         assert!(e.throughput() < 1.2e5, "{}", e.throughput());
+    }
+
+    #[test]
+    fn a_rising_rate_in_slow_start_counts_at_once() {
+        let at = |ms: u64, r: f64, slow_start: bool, app_limited: bool| TcpSample {
+            slow_start,
+            app_limited,
+            ..rate(ms, r, 0)
+        };
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        e.on_sample(at(0, 1e5, true, false));
+        // The window doubles every 50 ms: the estimate keeps up instead of trailing.
+        for (i, r) in [2e5, 4e5, 8e5].into_iter().enumerate() {
+            e.on_sample(at(50 * (i as u64 + 1), r, true, false));
+            assert_eq!(e.throughput(), r);
+        }
+        // A lower sample in slow start, an application-limited one, and any sample after
+        // slow start are averaged as before.
+        e.on_sample(at(160, 4e5, true, false));
+        let after_lower = e.throughput();
+        assert!(after_lower < 8e5 && after_lower > 6e5, "{after_lower}");
+        e.on_sample(at(170, 2e6, true, true));
+        assert!(e.throughput() < 1e6, "{}", e.throughput());
+        let mut e2 = PathEstimator::new(Duration::from_millis(100));
+        e2.on_sample(at(0, 1e5, false, false));
+        e2.on_sample(at(10, 8e5, false, false));
+        assert!(e2.throughput() < 2e5, "{}", e2.throughput());
     }
 
     #[test]
