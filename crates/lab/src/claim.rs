@@ -39,6 +39,11 @@ pub enum Metric {
     ChunkTimePrimary,
     /// `chunks`: helper 1's mean chunk time (dual mode), s.
     ChunkTimeHelper,
+    /// The primary's mpbond daemon: CPU seconds over the workload's seconds (a share of one
+    /// core; MPBond §6.8). Only schemes that run daemons on the devices have it.
+    CpuPrimary,
+    /// The same for the busiest helper's daemon.
+    CpuHelper,
 }
 
 impl Metric {
@@ -59,8 +64,10 @@ impl Metric {
             "cell_mb" => Metric::CellMb,
             "chunk_time_primary" => Metric::ChunkTimePrimary,
             "chunk_time_helper" => Metric::ChunkTimeHelper,
+            "cpu_primary" => Metric::CpuPrimary,
+            "cpu_helper" => Metric::CpuHelper,
             _ => anyhow::bail!(
-                "unknown metric {s:?}: time, energy, energy_with_tails, primary_energy, helper_energy, gap, mean_mbps, median_mbps, p5_mbps, bitrate, stall_ratio, cell_mb, chunk_time_primary, chunk_time_helper"
+                "unknown metric {s:?}: time, energy, energy_with_tails, primary_energy, helper_energy, gap, mean_mbps, median_mbps, p5_mbps, bitrate, stall_ratio, cell_mb, chunk_time_primary, chunk_time_helper, cpu_primary, cpu_helper"
             ),
         })
     }
@@ -122,6 +129,22 @@ impl Metric {
                 };
                 let t = &r.chunk_times.iter().find(|(d, _)| d == want)?.1;
                 t.iter().sum::<f64>() / t.len().max(1) as f64
+            }
+            Metric::CpuPrimary | Metric::CpuHelper => {
+                let primary = self == Metric::CpuPrimary;
+                let busiest = r
+                    .cpu
+                    .iter()
+                    .filter(|c| {
+                        if primary {
+                            c.device == "primary"
+                        } else {
+                            c.device.starts_with("helper")
+                        }
+                    })
+                    .map(|c| c.cpu_s)
+                    .reduce(f64::max)?;
+                busiest / r.seconds.max(1e-9)
             }
             Metric::MedianMbps | Metric::P5Mbps => return None,
         })
@@ -425,6 +448,7 @@ pub(crate) mod tests {
             variant: None,
             video: None,
             chunk_times: vec![],
+            cpu: vec![],
         }
     }
 
@@ -509,5 +533,34 @@ pub(crate) mod tests {
         )
         .unwrap();
         assert_eq!(o.ours, Some((1.0, 1.0)));
+    }
+
+    /// CPU shares: the primary's daemon, the busiest helper's, and nothing for a scheme
+    /// without daemons (its runs give no case rather than a 0).
+    #[test]
+    fn cpu_is_a_share_of_one_core_over_the_download() {
+        use crate::cpu::DaemonCpu;
+        let cpu = |d: &str, s: f64| DaemonCpu {
+            device: d.into(),
+            cpu_s: s,
+        };
+        let mut m = run("mpbond", 1_000_000, 2.0, 10.0);
+        m.cpu = vec![
+            cpu("proxy", 1.0),
+            cpu("primary", 0.1),
+            cpu("helper1", 0.04),
+            cpu("helper2", 0.06),
+        ];
+        let k = run("kibbutz", 1_000_000, 2.5, 10.0);
+        let rs = vec![m, k];
+        let o = evaluate(&claim("cpu_primary", None, PaperValue::One(0.04)), &rs).unwrap();
+        assert!((o.ours.unwrap().0 - 0.05).abs() < 1e-12);
+        assert_eq!(o.verdict, Verdict::Short);
+        let o = evaluate(&claim("cpu_helper", None, PaperValue::One(0.04)), &rs).unwrap();
+        assert!((o.ours.unwrap().0 - 0.03).abs() < 1e-12);
+        assert_eq!(o.verdict, Verdict::Beats);
+        let mut c = claim("cpu_primary", None, PaperValue::One(0.04));
+        c.scheme = "kibbutz".into();
+        assert_eq!(evaluate(&c, &rs).unwrap().verdict, Verdict::Missing);
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod claim;
 pub mod combine;
+pub mod cpu;
 pub mod emu;
 pub mod energy;
 pub mod http;

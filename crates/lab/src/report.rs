@@ -4,6 +4,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use crate::energy::Radio;
 use crate::run::RunResult;
 use crate::scenario::WorkloadKind;
 
@@ -270,6 +271,8 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
             );
         }
         let _ = writeln!(o);
+        interface_energy(&mut o, &groups);
+        daemon_cpu(&mut o, &groups);
         // Bytes per device: what each device's WAN link carried toward it.
         let _ = writeln!(
             o,
@@ -324,6 +327,119 @@ fn per_repetition(o: &mut String, groups: &[(&str, Vec<&RunResult>)], workload: 
             })
             .collect();
         let _ = writeln!(o, "| {rep} | {off:.0} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(o);
+}
+
+/// Transfer energy per interface: which radio of which device the joules went to (a
+/// helper's pipe costs about the same under every scheme that moves the same bytes through
+/// it, its cellular radio is where schemes differ; MPBond §6.2).
+fn interface_energy(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    let mut cols: Vec<(String, String, Radio)> = Vec::new();
+    for (_, rs) in groups {
+        for r in rs {
+            for e in &r.energy {
+                for (link, radio, _, _) in &e.interfaces {
+                    let c = (e.device.clone(), link.clone(), *radio);
+                    if !cols.contains(&c) {
+                        cols.push(c);
+                    }
+                }
+            }
+        }
+    }
+    if cols.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Transfer energy per interface (J, mean over runs; device link (radio)):\n\n| scheme | {} |",
+        cols.iter()
+            .map(|(d, l, r)| format!("{d} {l} ({})", radio_name(*r)))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(o, "|{}", " --- |".repeat(cols.len() + 1));
+    for (s, rs) in groups {
+        let cells: Vec<String> = cols
+            .iter()
+            .map(|(d, l, _)| {
+                // Runs of a scheme that did not use this device have no value, not 0.
+                let v: Vec<f64> = rs
+                    .iter()
+                    .filter_map(|r| {
+                        r.energy
+                            .iter()
+                            .filter(|e| &e.device == d)
+                            .flat_map(|e| e.interfaces.iter())
+                            .find(|i| &i.0 == l)
+                            .map(|i| i.2 - i.3)
+                    })
+                    .collect();
+                if v.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{:.2}", mean_sd(&v).0)
+                }
+            })
+            .collect();
+        let _ = writeln!(o, "| {s} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(o);
+}
+
+fn radio_name(r: Radio) -> &'static str {
+    match r {
+        Radio::Lte => "LTE",
+        Radio::Wifi => "WiFi",
+        Radio::Bluetooth => "Bluetooth",
+        Radio::Ethernet => "Ethernet",
+    }
+}
+
+/// CPU of mpbond's daemons over the workload, as a share of one core (MPBond §6.8), for the
+/// schemes that run them.
+fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    let mut devices: Vec<String> = Vec::new();
+    for (_, rs) in groups {
+        for c in rs.iter().flat_map(|r| r.cpu.iter()) {
+            if !devices.contains(&c.device) {
+                devices.push(c.device.clone());
+            }
+        }
+    }
+    if devices.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "CPU of mpbond's daemons over the workload (% of one core, mean ± sd over runs; crate::cpu):\n\n| scheme | {} |",
+        devices.join(" | ")
+    );
+    let _ = writeln!(o, "|{}", " --- |".repeat(devices.len() + 1));
+    for (s, rs) in groups {
+        if rs.iter().all(|r| r.cpu.is_empty()) {
+            continue;
+        }
+        let cells: Vec<String> = devices
+            .iter()
+            .map(|d| {
+                let v: Vec<f64> = rs
+                    .iter()
+                    .filter_map(|r| {
+                        let c = r.cpu.iter().find(|c| &c.device == d)?;
+                        Some(100.0 * c.cpu_s / r.seconds.max(1e-9))
+                    })
+                    .collect();
+                if v.is_empty() {
+                    "-".into()
+                } else {
+                    let (m, sd) = mean_sd(&v);
+                    format!("{m:.1} ± {sd:.1}")
+                }
+            })
+            .collect();
+        let _ = writeln!(o, "| {s} | {} |", cells.join(" | "));
     }
     let _ = writeln!(o);
 }
@@ -714,5 +830,50 @@ mod tests {
                 .any(|l| l.starts_with("| kibbutz |") && l.contains("| - |")),
             "{t}"
         );
+    }
+
+    /// Energy per interface names each device's radio, leaves a device a scheme did not use
+    /// empty rather than 0, and the daemons' CPU is a share of one core for the schemes
+    /// that ran them.
+    #[test]
+    fn interface_energy_and_daemon_cpu() {
+        use crate::cpu::DaemonCpu;
+        use crate::run::DeviceEnergy;
+        let dev = |d: &str, ifs: Vec<(&str, Radio, f64)>| DeviceEnergy {
+            device: d.into(),
+            joules: 0.0,
+            tail_joules: 0.0,
+            // (link, radio, joules with the tail, tail): 1 J of final tail each.
+            interfaces: ifs
+                .into_iter()
+                .map(|(l, r, j)| (l.to_string(), r, j + 1.0, 1.0))
+                .collect(),
+        };
+        let mut k = run("kibbutz", 1_000_000, 2.0, 5.0);
+        k.energy = vec![dev("primary", vec![("ps", Radio::Lte, 3.0)])];
+        let mut m = run("mpbond", 1_000_000, 2.0, 5.0);
+        m.energy = vec![
+            dev("primary", vec![("ps", Radio::Lte, 2.5)]),
+            dev("helper1", vec![("hs1", Radio::Lte, 1.25)]),
+        ];
+        m.cpu = vec![DaemonCpu {
+            device: "primary".into(),
+            cpu_s: 0.05,
+        }];
+        let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];
+        let t = table("t", &schemes, &[k, m]);
+        assert!(
+            t.contains("| scheme | primary ps (LTE) | helper1 hs1 (LTE) |"),
+            "{t}"
+        );
+        assert!(t.contains("| kibbutz | 3.00 | - |"), "{t}");
+        assert!(t.contains("| mpbond | 2.50 | 1.25 |"), "{t}");
+        // 0.05 s of CPU in a 2 s download: 2.5% of a core; kibbutz gets no row.
+        assert!(t.contains("| mpbond | 2.5 ± 0.0 |"), "{t}");
+        let cpu = t
+            .split("CPU of")
+            .nth(1)
+            .and_then(|c| c.split("\n\n").nth(1));
+        assert!(cpu.is_some_and(|c| !c.contains("kibbutz")), "{t}");
     }
 }

@@ -13,6 +13,7 @@ use mpbond_sim::fluid::{
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::cpu::{CpuMeter, DaemonCpu};
 use crate::emu::{LinkReport, PacketEvent};
 use crate::energy::{self, Radio};
 use crate::http::{self, Via};
@@ -138,17 +139,28 @@ pub struct RunResult {
     pub video: Option<crate::video::VideoStats>,
     /// `chunks` workloads: each device's chunk times, s.
     pub chunk_times: Vec<(String, Vec<f64>)>,
+    /// CPU seconds of each mpbond daemon over the workload (MPBond §6.8); empty for schemes
+    /// without daemons on the devices.
+    pub cpu: Vec<DaemonCpu>,
 }
 
 /// Size of the endless file a bulk download reads.
 const BULK_FILE: u64 = 1 << 40;
 
-/// Children killed on drop.
-struct Procs(Vec<Child>);
+/// Children, each with the device it runs on (`proxy`, `primary`, `helper1`, ...), killed on
+/// drop.
+struct Procs(Vec<(String, Child)>);
+
+impl Procs {
+    /// Each child's device and PID (`ip netns exec` execs the daemon, so the PID is its).
+    fn pids(&self) -> Vec<(String, u32)> {
+        self.0.iter().map(|(d, c)| (d.clone(), c.id())).collect()
+    }
+}
 
 impl Drop for Procs {
     fn drop(&mut self) {
-        for c in &mut self.0 {
+        for (_, c) in &mut self.0 {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -482,6 +494,7 @@ pub fn run_one(
     // Wait for the workload's start time.
     wait_until(lead);
     let start_us = emu_now().as_micros() as u64;
+    let cpu_meter = CpuMeter::start(&_procs.pids());
     let mut chunk_times = Vec::new();
     let (fetch, samples, video) = if kind == WorkloadKind::Chunks {
         let Client::Via(via) = client else {
@@ -551,6 +564,7 @@ pub fn run_one(
         .join()
         .map_err(|_| anyhow::anyhow!("the client thread panicked"))??
     };
+    let cpu = cpu_meter.finish();
     std::thread::sleep(Duration::from_millis(50));
     let links = tb.emu.take().map(|e| e.stop()).unwrap_or_default();
     if env.packet_log {
@@ -624,6 +638,7 @@ pub fn run_one(
         variant: None,
         video,
         chunk_times,
+        cpu,
     })
 }
 
@@ -904,9 +919,15 @@ fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Pr
     )?;
     let mut procs = Procs(Vec::new());
     let spawn = |ns: &str, role: &str, cfg: &str| spawn_daemon(exe, work, ns, role, cfg);
-    procs.0.push(spawn(&tb.names.proxy, "proxy", "proxy")?);
-    procs.0.push(spawn(&tb.names.primary, "run", "a")?);
-    procs.0.push(spawn(&tb.names.helpers[0], "run", "b")?);
+    procs
+        .0
+        .push(("proxy".into(), spawn(&tb.names.proxy, "proxy", "proxy")?));
+    procs
+        .0
+        .push(("primary".into(), spawn(&tb.names.primary, "run", "a")?));
+    procs
+        .0
+        .push(("helper1".into(), spawn(&tb.names.helpers[0], "run", "b")?));
     Ok(procs)
 }
 
@@ -962,7 +983,9 @@ fn start_mpbond(
     );
     let mut procs = Procs(Vec::new());
     let spawn = |ns: &str, role: &str, cfg: &str| spawn_daemon(exe, work, ns, role, cfg);
-    procs.0.push(spawn(&tb.names.proxy, "proxy", "proxy")?);
+    procs
+        .0
+        .push(("proxy".into(), spawn(&tb.names.proxy, "proxy", "proxy")?));
     for (i, pipes) in tb.pipes.iter().enumerate().take(helpers) {
         let k = KeyPair::generate();
         k.save(&work.join(format!("helper{}.key", i + 1)))?;
@@ -986,17 +1009,16 @@ fn start_mpbond(
                 "[[primary.helper.pipe]]\nname = \"pipe{p}\"\naddr = \"{pb}:7100\"\nbind = \"{pa}\"\n"
             ));
         }
-        procs.0.push(spawn(
-            &tb.names.helpers[i],
-            "helper",
-            &format!("helper{}", i + 1),
-        )?);
+        let device = format!("helper{}", i + 1);
+        let child = spawn(&tb.names.helpers[i], "helper", &device)?;
+        procs.0.push((device, child));
     }
     std::fs::write(work.join("primary.toml"), primary)?;
     std::thread::sleep(Duration::from_millis(200));
-    procs
-        .0
-        .push(spawn(&tb.names.primary, "primary", "primary")?);
+    procs.0.push((
+        "primary".into(),
+        spawn(&tb.names.primary, "primary", "primary")?,
+    ));
     Ok(procs)
 }
 

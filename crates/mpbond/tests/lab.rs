@@ -194,6 +194,23 @@ fn the_paper_suite_runs_its_smoke_experiments_end_to_end() {
         // Every scheme here uses the helper: data crossed the pipe and the PS-Path.
         assert!(link_bytes(run, "p1", "down") > 100_000, "{run}");
         assert!(link_bytes(run, "ps", "down") > 100_000, "{run}");
+        // mpbond's daemons were charged the CPU they used during the download (MPBond
+        // §6.8); tethering runs none on the devices.
+        let cpu = run["cpu"].as_array().expect("cpu");
+        if run["scheme"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("mpbond"))
+        {
+            for device in ["proxy", "primary", "helper1"] {
+                let c = cpu.iter().find(|c| c["device"] == device);
+                assert!(
+                    c.and_then(|c| c["cpu_s"].as_f64()).is_some_and(|s| s > 0.0),
+                    "{device}: {run}"
+                );
+            }
+        } else {
+            assert!(cpu.is_empty(), "{run}");
+        }
     }
 
     let b = read(out.join("b-video/results.json"));
