@@ -137,6 +137,37 @@ mod tests {
         assert!(m.tcp.cwnd_bytes < 75_000 && m.tcp.cwnd_bytes > 65_000);
     }
 
+    /// Loss recovery: SACKs keep counting packets delivered while the cumulative ACK, and
+    /// with it `bytes_acked`, waits for the lost packet's retransmission. Full packets stay
+    /// full packets: the reading must not fall to the smallest fill (a 600 KB/s pipe was
+    /// reported at 30 KB/s for the 200 ms of an RTO before this).
+    #[test]
+    fn sacked_packets_during_recovery_are_not_empty_packets() {
+        let mut m = Meter::new(0.0);
+        let mut t = busy(600_000);
+        let mut ms = 0;
+        while ms < 1000 {
+            t.bytes_acked += 2 * 1448;
+            t.delivered += 2;
+            m.update(t, Time::from_millis(ms));
+            ms += 5;
+        }
+        // One packet lost: 40 more are SACKed over 200 ms, nothing cumulatively acked.
+        for _ in 0..40 {
+            t.delivered += 1;
+            t.sacked += 1;
+            m.update(t, Time::from_millis(ms));
+            ms += 5;
+            assert_eq!(m.tcp.delivery_rate, 600_000, "at {ms} ms");
+        }
+        // The retransmission arrives: the cumulative ACK covers all 41.
+        t.delivered += 1;
+        t.sacked = 0;
+        t.bytes_acked += 41 * 1448;
+        m.update(t, Time::from_millis(ms));
+        assert_eq!(m.tcp.delivery_rate, 600_000);
+    }
+
     #[test]
     fn a_real_connection_with_small_writes_reads_short_packets() {
         use std::io::{Read, Write};

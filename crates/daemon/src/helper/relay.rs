@@ -634,6 +634,9 @@ impl Relay {
             timestamp_us: ts,
             uplink: true,
         });
+        tracing::trace!(target: "mpbond::feedback", rate = pipe_rate, buffered,
+            queued = self.down.bytes(), acked = ?carrying.iter().map(|p| p.meter.tcp.bytes_acked).collect::<Vec<_>>(),
+            "pipe feedback");
         let policy = self.shared.cfg.feedback;
         drop(st);
         match policy {
