@@ -527,7 +527,7 @@ impl Sender {
             };
             if !stream.has_sendable_data() {
                 if stream.needs_bare_fin() {
-                    if let Some(i) = idle_with_min_rtt(views) {
+                    if let Some(i) = bare_fin_subflow(views) {
                         let fin = stream.commit_bare_fin(views[i].id);
                         self.active.pop_front();
                         return Some(Transmit {
@@ -853,19 +853,36 @@ fn secs(x: f64, max: f64) -> Duration {
     }
 }
 
-/// Where a bare FIN goes: an idle direct subflow if there is one (a helper's cellular radio
-/// that has finished its share is not woken for a few bytes), else the idle subflow with the
-/// smallest RTT.
-fn idle_with_min_rtt(views: &[PathView]) -> Option<usize> {
-    views
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v.idle)
-        .min_by(|a, b| {
-            let helper = |v: &PathView| v.kind == crate::path::PathKind::Helper;
-            helper(a.1)
-                .cmp(&helper(b.1))
-                .then(a.1.rtt.total_cmp(&b.1.rtt))
+/// A helper's cellular radio that moved something this recently is awake: a bare FIN
+/// through it costs nothing more ([`bare_fin_subflow`]). One bin of the lab's energy model.
+const RADIO_AWAKE: f64 = 0.1;
+
+/// Where a bare FIN goes, if anywhere yet: an idle direct subflow (the one with the smallest
+/// RTT); else an idle helper subflow whose HS-Path is awake anyway (it carried something in
+/// the last [`RADIO_AWAKE`], or its idleness is unknown); else, while a direct subflow exists
+/// but is busy, nowhere: the FIN waits for it, since it only has to arrive with the stream's
+/// last bytes and a helper whose share is done would pay for those few bytes with a wake-up
+/// of its cellular radio (in the lab, a second of LTE tail after a 4 MB download:
+/// docs/evaluation.md, experiment 14). Without a direct subflow, the idle helper subflow
+/// with the smallest RTT.
+fn bare_fin_subflow(views: &[PathView]) -> Option<usize> {
+    let min_rtt = |pick: &dyn Fn(&PathView) -> bool| {
+        views
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.idle && pick(v))
+            .min_by(|a, b| a.1.rtt.total_cmp(&b.1.rtt))
+            .map(|(i, _)| i)
+    };
+    let direct = |v: &PathView| v.kind == crate::path::PathKind::Direct;
+    let awake = |v: &PathView| !v.wan_idle.is_finite() || v.wan_idle < RADIO_AWAKE;
+    min_rtt(&direct)
+        .or_else(|| min_rtt(&|v: &PathView| !direct(v) && awake(v)))
+        .or_else(|| {
+            if views.iter().any(direct) {
+                None
+            } else {
+                min_rtt(&|_: &PathView| true)
+            }
         })
-        .map(|(i, _)| i)
 }

@@ -980,3 +980,53 @@ fn nonsense_estimates_do_not_panic_the_rescues() {
         assert!(sent >= 200_000, "{bad}: {sent}");
     }
 }
+
+/// A bare FIN does not wake a helper whose share is done: while the direct subflow is busy
+/// it waits for it; a helper whose HS-Path is awake anyway (or whose idleness is unknown)
+/// may take it; with no direct subflow at all, a quiet helper takes it rather than never.
+#[test]
+fn a_bare_fin_waits_for_the_direct_path_rather_than_wake_a_quiet_helper() {
+    let s = StreamId(0);
+    let setup = |helper_idle_for: f64| {
+        let mut tx = Sender::new(Box::new(LowestIdle), SenderConfig::default());
+        tx.open_stream(s).unwrap();
+        tx.write(s, Bytes::from_static(&[7; 1000])).unwrap();
+        let mut direct = PathView::new(SubflowId(2), PathKind::Direct);
+        direct.rtt = 0.05;
+        let mut views = vec![direct];
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+            panic!("the data goes out");
+        };
+        assert_eq!((t.subflow, t.fin), (SubflowId(2), None));
+        tx.finish(s).unwrap();
+        // The direct path is busy now; the helper idles, its radio quiet for a while.
+        let mut helper = PathView::new(SubflowId(1), PathKind::Helper);
+        helper.rtt = 0.04;
+        helper.wan_idle = helper_idle_for;
+        views[0].idle = false;
+        views.insert(0, helper);
+        (tx, views)
+    };
+    let (mut tx, mut views) = setup(1.2);
+    assert_eq!(tx.poll_transmit(Time::ZERO, &mut views), None, "waits");
+    views[1].idle = true;
+    let Some(Output::Data(fin)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+        panic!("the FIN goes once the direct path can take it");
+    };
+    assert_eq!((fin.subflow, fin.fin), (SubflowId(2), Some(1000)));
+    // A helper whose radio is awake anyway, or whose idleness is unknown, takes it at once.
+    for idle in [0.05, f64::INFINITY] {
+        let (mut tx, mut views) = setup(idle);
+        let Some(Output::Data(fin)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+            panic!("the FIN goes through the awake helper");
+        };
+        assert_eq!((fin.subflow, fin.fin), (SubflowId(1), Some(1000)));
+    }
+    // The direct subflow is gone: the quiet helper is the only way.
+    let (mut tx, mut views) = setup(1.2);
+    views.remove(1);
+    let Some(Output::Data(fin)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+        panic!("the FIN goes through the only subflow left");
+    };
+    assert_eq!(fin.subflow, SubflowId(1));
+}
