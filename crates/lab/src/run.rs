@@ -949,7 +949,9 @@ fn start_mpbond(
         MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\npams_pad = \"paper\"\n",
         MpbondVariant::PaperPad => "[tuning]\npams_pad = \"paper\"\n",
         MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
-        MpbondVariant::NoReinject => "[tuning]\npams_reinjection = false\nlate_rescue = false\n",
+        MpbondVariant::NoReinject => {
+            "[tuning]\npams_reinjection = false\nlate_rescue = false\nwindow_rescue = false\n"
+        }
         MpbondVariant::NoRescue => "[tuning]\nwindow_rescue = false\n",
         MpbondVariant::NoLateRescue => "[tuning]\nlate_rescue = false\n",
         MpbondVariant::FixedSegments => "[tuning]\nsegment_time = \"0ms\"\n",

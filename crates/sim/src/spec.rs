@@ -188,6 +188,9 @@ pub struct Scenario {
     pub clamp_helper_buffer: bool,
     /// Send a head of line long past its due time again (`SenderConfig::late_rescue`).
     pub late_rescue: bool,
+    /// Send a head of line blocking a full window or stuck on a stalled path again
+    /// (`SenderConfig::window_rescue`).
+    pub window_rescue: bool,
     /// A path with data outstanding and no progress for this long is declared dead.
     pub stall_timeout: Duration,
     /// Time constant of the throughput estimators.
@@ -244,6 +247,7 @@ impl Scenario {
             cancel_recalled: true,
             clamp_helper_buffer: true,
             late_rescue: true,
+            window_rescue: true,
             stall_timeout: Duration::from_secs(1),
             estimator_tau: Duration::from_millis(100),
             loss_hold: 0.0,

@@ -215,6 +215,7 @@ impl<'a> World<'a> {
                 cancel_recalled: sc.cancel_recalled,
                 clamp_helper_buffer: sc.clamp_helper_buffer,
                 late_rescue: sc.late_rescue,
+                window_rescue: sc.window_rescue,
                 ..SenderConfig::default()
             },
         );

@@ -66,8 +66,8 @@ pub struct SimArgs {
     /// PAMS reinjection threshold η.
     #[arg(long, default_value_t = 0.2)]
     eta: f64,
-    /// Disable PAMS reinjection and the late-head rescue, which also sends data again on
-    /// purpose: MPBond §6.2's "without reinjection". Dead paths are still rescued.
+    /// Disable PAMS reinjection and the late-head and window rescues, which also send data
+    /// again on purpose: MPBond §6.2's "without reinjection". Dead paths are still rescued.
     #[arg(long)]
     no_reinject: bool,
     /// PAMS deferral lookahead in RTTs of the slowest subflow, or `off` for the paper's
@@ -249,6 +249,7 @@ impl SimArgs {
                     sc.pams.eta = self.eta;
                     sc.pams.reinjection = !self.no_reinject;
                     sc.late_rescue = !self.no_reinject;
+                    sc.window_rescue = !self.no_reinject;
                     sc.pams.lookahead_rtts = match self.lookahead.as_str() {
                         "off" => None,
                         v => match v.parse::<f64>() {
