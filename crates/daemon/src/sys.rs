@@ -107,6 +107,9 @@ pub struct TcpInfo {
     /// Packets SACKed and not yet cumulatively acknowledged (`tcpi_sacked`).
     #[serde(default)]
     pub sacked: u32,
+    /// The same in bytes (sacked × MSS), part of `unacked_bytes`.
+    #[serde(default)]
+    pub sacked_bytes: u64,
     /// The sender's MSS, bytes (`tcpi_snd_mss`).
     #[serde(default)]
     pub mss: u32,
@@ -132,7 +135,20 @@ impl TcpInfo {
         self.delivery_rate = scale(self.delivery_rate);
         self.cwnd_bytes = scale(self.cwnd_bytes);
         self.unacked_bytes = scale(self.unacked_bytes);
+        self.sacked_bytes = scale(self.sacked_bytes).min(self.unacked_bytes);
         self
+    }
+
+    /// Bytes the path still has to carry across its bottleneck: those not sent yet and
+    /// those in flight, less the packets the receiver has SACKed. This is B_s of PAD
+    /// (MPBond §4.3.2) as the kernel knows it. `tcpi_unacked` counts SACKed packets until
+    /// the cumulative ACK covers them, so during a loss recovery a path's queue read up to
+    /// a congestion window too long: in experiment 05 the PS-Path, in recovery from its
+    /// queue's overflow at the moment the HS-Path fell idle, read 308 KB where about 170 KB
+    /// were still to cross it, and PAMS sent the helper 85 KB too many (docs/evaluation.md,
+    /// "A tie PAMS gets wrong").
+    pub fn to_deliver(&self) -> u64 {
+        self.unacked_bytes.saturating_sub(self.sacked_bytes) + self.notsent_bytes
     }
 
     /// Fraction of segments retransmitted.
@@ -203,6 +219,7 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
         slow_start: r.snd_ssthresh == 0 || r.snd_cwnd < r.snd_ssthresh,
         delivered: r.delivered,
         sacked: r.sacked,
+        sacked_bytes: r.sacked as u64 * mss,
         mss: r.snd_mss,
     })
 }
@@ -434,5 +451,44 @@ mod tests {
         assert!(process_cpu_seconds() > 0.0);
         // Not a redirected connection: the kernel has no original destination.
         assert!(original_dst(&s, false).is_err());
+    }
+
+    /// During a loss recovery the SACKed packets have crossed the path: what is still to
+    /// deliver is the unsent bytes and the unSACKed ones in flight, and the packet fill
+    /// scales both counts alike.
+    #[test]
+    fn sacked_packets_are_not_still_to_deliver() {
+        let t = TcpInfo {
+            unacked_bytes: 200 * 1448,
+            sacked_bytes: 90 * 1448,
+            notsent_bytes: 20_000,
+            ..TcpInfo::default()
+        };
+        assert_eq!(t.to_deliver(), 110 * 1448 + 20_000);
+        // A reading whose SACK count exceeds what is in flight (counters read apart) is
+        // clamped, never negative.
+        let odd = TcpInfo {
+            unacked_bytes: 10,
+            sacked_bytes: 50,
+            ..TcpInfo::default()
+        };
+        assert_eq!(odd.to_deliver(), 0);
+        // Half-full packets: the fill halves both.
+        let mut fill = mpbond_core::PacketFill::new();
+        let mut r = TcpInfo {
+            rtt_us: 5_000,
+            mss: 1448,
+            unacked_bytes: 100 * 1448,
+            sacked_bytes: 40 * 1448,
+            ..TcpInfo::default()
+        };
+        let ms = mpbond_core::Time::from_millis;
+        r = r.with_fill(&mut fill, ms(0));
+        r.bytes_acked += 50 * 724;
+        r.delivered += 50;
+        r.unacked_bytes = 100 * 1448;
+        r.sacked_bytes = 40 * 1448;
+        let scaled = r.with_fill(&mut fill, ms(10));
+        assert_eq!(scaled.to_deliver(), 60 * 724);
     }
 }

@@ -557,9 +557,7 @@ impl Session {
                 v.throughput += l.meter.est.throughput();
                 v.cwnd += l.meter.tcp.cwnd_bytes;
                 v.inflight += l.meter.tcp.unacked_bytes;
-                v.queued += l.writer.pending() as u64
-                    + l.meter.tcp.unacked_bytes
-                    + l.meter.tcp.notsent_bytes;
+                v.queued += l.writer.pending() as u64 + l.meter.tcp.to_deliver();
                 v.bytes_acked += l.meter.tcp.bytes_acked;
                 v.loss_rate = v.loss_rate.max(l.meter.tcp.loss_rate());
                 // Only a cellular link's idleness is known here (a primary's helper subflows
@@ -608,10 +606,7 @@ impl Session {
                     helper: sf.helper_name.clone(),
                     throughput_bps: ests.iter().map(|e| e.throughput()).sum::<f64>() * 8.0,
                     rtt_ms: ests.iter().map(|e| e.srtt()).fold(0.0, f64::max) * 1e3,
-                    queued: links
-                        .iter()
-                        .map(|l| l.pending + l.tcp.unacked_bytes + l.tcp.notsent_bytes)
-                        .sum(),
+                    queued: links.iter().map(|l| l.pending + l.tcp.to_deliver()).sum(),
                     outstanding: self.sender.outstanding(*id),
                     bytes_scheduled: sf.scheduled,
                     pipe: sf.pipe.view().map(|p| PipeStatus {
