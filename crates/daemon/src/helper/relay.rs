@@ -587,10 +587,18 @@ impl Relay {
             .iter()
             .filter(|p| st.selected.contains(&p.id))
             .collect();
+        // What the pipes still have to carry: their kernel queues less the packets the
+        // primary has SACKed, which SIOCOUTQ counts until the cumulative ACK covers them (a
+        // pipe in loss recovery otherwise reads up to a window long, as a PS-Path did,
+        // `TcpInfo::to_deliver`).
         let pipes_outq: u64 = st
             .pipes
             .iter()
-            .map(|p| sys::outq(p.sock.as_ref()).unwrap_or(0))
+            .map(|p| {
+                sys::outq(p.sock.as_ref())
+                    .unwrap_or(0)
+                    .saturating_sub(p.meter.tcp.sacked_bytes)
+            })
             .sum();
         // Th_p: the kernel's newest delivery-rate sample, corrected for short packets. Not
         // the smoothed estimate the proxy keeps of its own paths: until a path has been
