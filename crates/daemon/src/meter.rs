@@ -36,10 +36,21 @@ impl Meter {
         }
     }
 
-    /// Reads TCP_INFO from `sock` and takes it in ([`Meter::update`]).
-    pub fn read(&mut self, sock: &impl AsRawFd, now: Time) -> io::Result<&TcpInfo> {
-        let t = sys::tcp_info(sock)?;
-        self.update(t, now);
+    /// Reads TCP_INFO from `sock` and takes it in ([`Meter::update`]). Each new rate sample
+    /// is traced with the link's name (`RUST_LOG=mpbond::estimator=trace`): what the kernel
+    /// said, how the packet fill scaled it and the estimate it went into.
+    pub fn read(&mut self, sock: &impl AsRawFd, now: Time, link: &str) -> io::Result<&TcpInfo> {
+        let raw = sys::tcp_info(sock)?;
+        let fresh = raw.bytes_acked != self.tcp.bytes_acked;
+        self.update(raw, now);
+        if fresh && tracing::enabled!(target: "mpbond::estimator", tracing::Level::TRACE) {
+            let t = &self.tcp;
+            tracing::trace!(target: "mpbond::estimator", link, rate = t.delivery_rate,
+                raw_rate = raw.delivery_rate, app_limited = t.app_limited,
+                slow_start = t.slow_start, fill = self.fill.fill(), cwnd = t.cwnd_bytes,
+                srtt_us = t.rtt_us, acked = t.bytes_acked,
+                est = self.est.throughput() as u64, "rate sample");
+        }
         Ok(&self.tcp)
     }
 
@@ -177,14 +188,15 @@ mod tests {
         let (mut s, _) = l.accept().expect("accept");
         c.set_nodelay(true).expect("nodelay");
         let mut m = Meter::new(0.0);
-        m.read(&c, Time::ZERO).expect("tcp_info");
+        m.read(&c, Time::ZERO, "test").expect("tcp_info");
         // 100-byte writes, each acknowledged before the next: one short packet each.
         let mut buf = [0u8; 100];
         for i in 0..40u64 {
             c.write_all(&[7u8; 100]).expect("write");
             s.read_exact(&mut buf).expect("read");
             std::thread::sleep(Duration::from_millis(2));
-            m.read(&c, Time::from_millis(i + 1)).expect("tcp_info");
+            m.read(&c, Time::from_millis(i + 1), "test")
+                .expect("tcp_info");
         }
         assert!(m.tcp.mss > 0, "no MSS reported");
         // Bytes per delivered packet over the MSS: 100 / mss, far below 1.

@@ -574,7 +574,7 @@ impl Relay {
         let mut st = self.st();
         let st = &mut *st;
         for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
-            let _ = s.meter.read(s.sock.as_ref(), now);
+            let _ = s.meter.read(s.sock.as_ref(), now, &s.name);
         }
     }
 

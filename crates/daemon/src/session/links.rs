@@ -138,7 +138,7 @@ impl Session {
             }
         });
         let mut meter = Meter::new(self.spec.tuning.loss_hold);
-        let _ = meter.read(sock.as_ref(), self.now());
+        let _ = meter.read(sock.as_ref(), self.now(), &name);
         self.links.insert(
             id,
             LinkState {
@@ -326,7 +326,7 @@ impl Session {
         let now = self.now();
         let base = self.spec.tuning.lowat.0;
         for l in self.links.values_mut() {
-            if let Ok(&t) = l.meter.read(l.writer.sock().as_ref(), now) {
+            if let Ok(&t) = l.meter.read(l.writer.sock().as_ref(), now, &l.name) {
                 let want = ((l.meter.est.throughput() * COMMIT_TIME.as_secs_f64()) as u64)
                     .clamp(base, base.saturating_mul(16));
                 if want.abs_diff(l.lowat) * 4 > l.lowat {
