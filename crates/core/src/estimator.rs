@@ -43,8 +43,9 @@ pub struct TcpSample {
 /// can only raise the estimate, never lower it, as in BBR; until the path has been seen busy
 /// it counts at least CWND/RTT. Once a busy delivery rate has come, CWND/RTT is never
 /// averaged in again (docs/design.md, "Path estimation"). The average uses a time constant
-/// rather than a per-sample weight, so it reacts at the same speed whether samples come every
-/// ACK (simulator) or every few milliseconds (daemon).
+/// rather than a per-sample weight, counted from the last sample it took in, so it reacts at
+/// the same speed whether samples come every ACK (simulator) or every few readings (daemon,
+/// on a slow path).
 ///
 /// Optionally ([`PathEstimator::with_loss_hold`], `tuning.loss_hold`), after a loss the
 /// estimate does not fall below its value when the loss was seen, for a few smoothed RTTs
@@ -122,8 +123,13 @@ impl PathEstimator {
         self.srtt = s.srtt;
         self.min_rtt = self.min_rtt.min(s.srtt);
         self.note_loss(&s);
+        // Readings that bring no rate sample leave `last` alone: the average's weight is the
+        // time since the last sample it took in. Counting it from the last reading instead
+        // (the daemons read every 5 ms; a 1 Mbit/s path acknowledges about every 20 ms)
+        // stretched the time constant four times on slow paths: a 1 Mbit/s HS-Path read
+        // 150 KB/s for 0.7 s after its first busy samples of 120 KB/s, and PAMS gave it a
+        // quarter too much of a 1 MB download (docs/evaluation.md, item 17).
         let Some(sample) = self.rate_sample(&s) else {
-            self.last = Some(s.now);
             return;
         };
         self.throughput = Some(match (self.throughput, self.last) {
@@ -134,7 +140,15 @@ impl PathEstimator {
             // the path delivered over its last round trip, so it counts at once.
             (Some(old), Some(_)) if s.slow_start && !s.app_limited && sample > old => sample,
             (Some(old), Some(last)) => {
-                let dt = s.now.saturating_since(last).as_secs_f64();
+                // A kernel rate sample spans at least one minimum RTT; after a gap (an
+                // idle path, samples that said nothing new) it still speaks for no more
+                // than that, so one sample cannot wipe out what the path measured before.
+                let span = if self.min_rtt.is_finite() {
+                    self.min_rtt
+                } else {
+                    self.tau
+                };
+                let dt = s.now.saturating_since(last).as_secs_f64().min(span);
                 let w = 1.0 - (-dt / self.tau).exp();
                 old + w * (sample - old)
             }
@@ -439,13 +453,42 @@ mod tests {
     #[test]
     fn cwnd_over_rtt_and_time_constant() {
         let mut e = PathEstimator::new(Duration::from_millis(100));
-        e.on_sample(sample(0, 0.05, 50_000));
+        e.on_sample(sample(0, 0.1, 100_000));
         assert_eq!(e.throughput(), 1_000_000.0);
         // One time constant later, the average has moved 1 - 1/e of the way to 2 MB/s.
-        e.on_sample(sample(100, 0.05, 100_000));
+        e.on_sample(sample(100, 0.1, 200_000));
         let expect = 1e6 + (1.0 - (-1.0f64).exp()) * 1e6;
         assert!((e.throughput() - expect).abs() < 1e-6);
-        assert_eq!(e.srtt(), 0.05);
+        assert_eq!(e.srtt(), 0.1);
+    }
+
+    /// The time constant holds in time whatever the reading rate: readings without a fresh
+    /// rate (a slow path acknowledges less often than the daemons read it) do not shrink
+    /// the next sample's weight, and after a gap one sample counts for one minimum RTT.
+    #[test]
+    fn the_time_constant_counts_from_the_last_sample() {
+        let busy = |ms: u64, rate: Option<f64>| TcpSample {
+            delivery_rate: rate,
+            ..sample(ms, 0.05, 50_000)
+        };
+        // Measured at 300 KB/s, then busy samples of 120 KB/s every 20 ms, read every 5 ms.
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        e.on_sample(busy(0, Some(300_000.0)));
+        for ms in (5..=200).step_by(5) {
+            e.on_sample(busy(ms, (ms % 20 == 0).then_some(120_000.0)));
+        }
+        // 200 ms are two time constants: within e^-2 of the way (24 KB/s above 120 KB/s).
+        let expect = 120_000.0 + 180_000.0 * (-2.0f64).exp();
+        assert!((e.throughput() - expect).abs() < 1.0, "{}", e.throughput());
+        // A second of readings without samples, then one sample: it counts for 50 ms (the
+        // minimum RTT), not for the whole second.
+        for ms in (205..1200).step_by(5) {
+            e.on_sample(busy(ms, None));
+        }
+        let before = e.throughput();
+        e.on_sample(busy(1200, Some(600_000.0)));
+        let w = 1.0 - (-0.5f64).exp();
+        assert!((e.throughput() - (before + w * (600_000.0 - before))).abs() < 1.0);
     }
 
     #[test]
