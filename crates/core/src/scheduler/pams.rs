@@ -271,6 +271,37 @@ impl Pams {
         }
     }
 
+    /// Whether the segment about to be scheduled ends the finite transfer sooner on
+    /// subflow `t` than left to the others: Algorithm 1's test (line 12) asks only whether
+    /// the segment's first byte would arrive before the faster subflows are through the
+    /// backlog, but its last byte arrives `segment / Th_t` later, 0.13 s for 16 KiB on a
+    /// 1 Mbit/s path. With `L(x)` the time the busy subflows finish `x` bytes (water-filling
+    /// from their PADs), the segment goes on `t` only if `max(PAD_t + segment / Th_t,
+    /// L(backlog - segment)) < L(backlog)`. An mpbond refinement of §4.3.3 for the end of
+    /// a transfer, where a slow subflow was given the last segments and finished after the
+    /// direct one (docs/evaluation.md, item 18).
+    fn segment_pays(&self, ctx: &SchedContext, paths: &[PathView], t: usize, pad_t: f64) -> bool {
+        let th_t = paths[t].effective_throughput();
+        if th_t <= 0.0 {
+            return true;
+        }
+        let seg = ctx.segment.min(ctx.untransmitted) as f64;
+        // As in Algorithm 1, the busy subflows are the ones that carry the rest if this one
+        // waits (a deferral is asked again when one of them frees up); with none busy the
+        // segment goes.
+        let others: Vec<(f64, f64)> = paths
+            .iter()
+            .filter(|p| !p.idle)
+            .map(|p| (self.cfg.pad.pad(p), p.effective_throughput()))
+            .collect();
+        let without = finish_level(&others, ctx.untransmitted as f64);
+        if !without.is_finite() {
+            return true;
+        }
+        let with = (pad_t + seg / th_t).max(finish_level(&others, ctx.untransmitted as f64 - seg));
+        with < without
+    }
+
     /// What touching a helper subflow with nothing left on its HS-Path costs its cellular
     /// radio, in seconds of gain a recall or new data must bring: the time the HS-Path has
     /// been idle, at most [`PamsConfig::wake_gain`]. Zero for any other subflow.
@@ -370,6 +401,9 @@ impl Scheduler for Pams {
                 .map(|(d, th)| (pad_t - d) * th)
                 .sum();
             if diff > backlog {
+                return Decision::Defer;
+            }
+            if ctx.finite && !self.segment_pays(ctx, paths, t, pad_t) {
                 return Decision::Defer;
             }
             let cost = self.wake_cost(ctx, &paths[t]);
@@ -728,6 +762,38 @@ mod tests {
             finite: true,
             ..ctx(untransmitted)
         }
+    }
+
+    /// The end of 1 MB over PS 5/HS 1 Mbit/s: the PS-Path busy with 171 KB (PAD 0.26 s),
+    /// the HS-Path idle (PAD 0.39 s at 125 KB/s), 82 KB left in 16 KiB segments. Algorithm
+    /// 1 sends (the PS-Path carries 78 KB < 82 KB before the HS-Path's PAD), but the
+    /// segment's last byte would arrive at 0.52 s and the PS-Path alone ends at 0.40 s.
+    #[test]
+    fn the_last_segments_do_not_go_where_they_end_later() {
+        let paths = vec![
+            direct(0, 50.0, 4.8, 171_000, false),
+            helper(1, 50.0, 1.0, 51_600, 4.0, 40.0, 0, true),
+        ];
+        assert!((pad_drain(&paths[0]) - 0.26).abs() < 1e-6);
+        assert!((pad_drain(&paths[1]) - 0.39).abs() < 1e-3);
+        let seg = |c: SchedContext| SchedContext {
+            segment: 16_384,
+            ..c
+        };
+        assert_eq!(
+            Pams::default().select(&seg(finite(82_000)), &paths),
+            Decision::Defer
+        );
+        // An open stream: Algorithm 1 as published.
+        assert_eq!(
+            Pams::default().select(&seg(ctx(82_000)), &paths),
+            Decision::Send(SubflowId(1))
+        );
+        // 400 KB left: the segment ends at 0.52 s, the PS-Path would need until 0.93 s.
+        assert_eq!(
+            Pams::default().select(&seg(finite(400_000)), &paths),
+            Decision::Send(SubflowId(1))
+        );
     }
 
     #[test]
