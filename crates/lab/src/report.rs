@@ -512,6 +512,22 @@ pub fn tables(name: &str, schemes: &[String], results: &[RunResult]) -> String {
     o
 }
 
+/// Reads back the runs [`write`] put in `dir/results.json`, so claims can be judged again
+/// without running anything (`mpbond lab paper --from-results`): after a suite that was cut
+/// off and finished with `--only`, or after a claim's wording or bound changed.
+pub fn read(dir: &Path) -> anyhow::Result<Vec<RunResult>> {
+    use anyhow::Context;
+    let path = dir.join("results.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {} (run the experiment first)", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a list of lab runs from this version of mpbond",
+            path.display()
+        )
+    })
+}
+
 /// Writes results.json, report.md and the plots into `dir` (a table and plots per variant);
 /// `cc` is the testbed's TCP congestion control, named in the report because results depend
 /// on it.
@@ -779,6 +795,68 @@ pub fn progress_svg(r: &RunResult) -> String {
 mod tests {
     use super::*;
     use crate::claim::tests::run;
+
+    /// What `write` leaves in results.json reads back as the same runs, to the last bit, so
+    /// a claim judged again by `lab paper --from-results` gets the value the run itself got;
+    /// a missing or foreign file is a clear error.
+    #[test]
+    fn results_read_back_as_written() {
+        let dir = std::env::temp_dir().join(format!("mpbond-report-{}", std::process::id()));
+        let mut a = run("mpbond", 1_000_000, 2.0, 10.0);
+        a.variant = Some("pipe 5".into());
+        a.energy = vec![crate::run::DeviceEnergy {
+            device: "helper1".into(),
+            joules: 3.5,
+            tail_joules: 1.25,
+            interfaces: vec![("hs1".into(), Radio::Lte, 3.0, 1.0)],
+        }];
+        a.video = Some(crate::video::VideoStats {
+            mean_bitrate_mbps: 4.2,
+            stall_ratio: 0.03,
+            ..Default::default()
+        });
+        a.chunk_times = vec![("primary".into(), vec![0.5, 0.75])];
+        a.subflows[1].completion_s = None;
+        // Floats of every kind of digit string (a plain parse got the last bit of some of
+        // experiment 14's joules wrong, and its claims moved in the 16th digit).
+        a.throughput_mbps = (1..2000).map(|i| (i as f64 * 0.37).sin() * 7.3).collect();
+        let mut b = run("kibbutz", 1_000_000, 2.5, 12.0);
+        b.variant = a.variant.clone();
+        let rs = vec![a, b];
+        write(
+            &dir,
+            "t",
+            "cubic",
+            &["kibbutz".into(), "mpbond".into()],
+            &rs,
+        )
+        .unwrap();
+        let back = read(&dir).unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&rs).unwrap()
+        );
+        let c = crate::scenario::ClaimDef {
+            what: "t".into(),
+            metric: "time".into(),
+            scheme: "mpbond".into(),
+            vs: Some("kibbutz".into()),
+            paper: crate::scenario::PaperValue::One(0.9),
+            size: None,
+            variant: None,
+        };
+        let (now, then) = (
+            crate::claim::evaluate(&c, &rs).unwrap(),
+            crate::claim::evaluate(&c, &back).unwrap(),
+        );
+        assert_eq!((now.ours, now.verdict), (then.ours, then.verdict));
+        std::fs::write(dir.join("results.json"), "{\"scheme\": 1}").unwrap();
+        let e = format!("{:#}", read(&dir).unwrap_err());
+        assert!(e.contains("not a list of lab runs"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let e = format!("{:#}", read(&dir).unwrap_err());
+        assert!(e.contains("run the experiment first"), "{e}");
+    }
 
     #[test]
     fn repetitions_from_other_points_of_the_traces_get_a_row_each() {

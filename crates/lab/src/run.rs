@@ -10,7 +10,7 @@ use mpbond_daemon::keys::KeyPair;
 use mpbond_sim::fluid::{
     arrival_times, delivered_per_sample, lower_bound, max_delivered, FluidPath,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::cpu::{CpuMeter, DaemonCpu};
@@ -49,7 +49,7 @@ pub struct RunEnv {
 }
 
 /// When a subflow delivered its last data packet, and how much.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SubflowResult {
     /// `ps`, `ps2`, or the pipe's link name (`p11` = helper 1, pipe 1).
     pub link: String,
@@ -62,7 +62,7 @@ pub struct SubflowResult {
 }
 
 /// Bytes on one link during the workload.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LinkBytes {
     /// The link.
     pub link: String,
@@ -75,7 +75,7 @@ pub struct LinkBytes {
 }
 
 /// Radio energy of one device (the model is in [`crate::energy`]).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeviceEnergy {
     /// `primary`, `helper1`, ...
     pub device: String,
@@ -88,7 +88,7 @@ pub struct DeviceEnergy {
 }
 
 /// Everything one run measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
     /// The scheme.
     pub scheme: String,

@@ -19,7 +19,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 
 use crate::http::{self, Fetch};
@@ -46,7 +46,7 @@ pub fn ladder(name: &str) -> anyhow::Result<Vec<f64>> {
 }
 
 /// What the player saw.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct VideoStats {
     /// Mean bitrate of the segments fetched, Mbit/s.
     pub mean_bitrate_mbps: f64,

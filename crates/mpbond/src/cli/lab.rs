@@ -47,6 +47,12 @@ pub struct PaperArgs {
     /// Output directory (default: lab-results/paper or lab-results/paper-quick).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run nothing: judge the claims again on the results.json each selected experiment
+    /// already has under the output directory, and write summary.md/summary.json from
+    /// them. For a suite finished in parts with `--only` (every part from one build), or
+    /// after a claim in a scenario file changed.
+    #[arg(long, conflicts_with_all = ["reps", "cc"])]
+    from_results: bool,
 }
 
 /// Options of `mpbond lab run`.
@@ -223,26 +229,42 @@ fn paper(a: PaperArgs) -> Result<()> {
             sc.cc = cc.clone();
         }
         let t = std::time::Instant::now();
-        let results = execute(&sc, &out.join(&stem), false)?;
+        let results = if a.from_results {
+            report::read(&out.join(&stem))?
+        } else {
+            execute(&sc, &out.join(&stem), false)?
+        };
         let label = format!("{stem} ({})", sc.paper.as_deref().unwrap_or(&sc.name));
         for c in &sc.claims {
             outcomes.push((label.clone(), mpbond_lab::claim::evaluate(c, &results)?));
         }
-        notes.push(format!(
-            "- {stem}: {} runs ({} reps) in {:.0} s; report {stem}/report.md",
-            results.len(),
-            sc.reps,
-            t.elapsed().as_secs_f64()
-        ));
+        notes.push(if a.from_results {
+            format!(
+                "- {stem}: {} runs read from {stem}/results.json; report {stem}/report.md",
+                results.len()
+            )
+        } else {
+            format!(
+                "- {stem}: {} runs ({} reps) in {:.0} s; report {stem}/report.md",
+                results.len(),
+                sc.reps,
+                t.elapsed().as_secs_f64()
+            )
+        });
     }
     let table = mpbond_lab::claim::table(&outcomes);
     let md = format!(
-        "# MPBond §6 side by side{}{}\n\n{table}\n{}\n\nTotal {:.0} s.\n",
+        "# MPBond §6 side by side{}{}\n\n{table}\n{}\n\n{}\n",
         if a.quick { " (quick)" } else { "" },
         a.cc.as_ref()
             .map_or(String::new(), |cc| format!(", TCP {cc}")),
         notes.join("\n"),
-        began.elapsed().as_secs_f64()
+        if a.from_results {
+            "Judged from earlier runs' results (each report names its TCP congestion control)."
+                .to_string()
+        } else {
+            format!("Total {:.0} s.", began.elapsed().as_secs_f64())
+        }
     );
     std::fs::create_dir_all(&out)?;
     std::fs::write(out.join("summary.md"), &md)?;
