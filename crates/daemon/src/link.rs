@@ -396,6 +396,31 @@ impl LinkWriter {
     }
 }
 
+/// Moves a link's liveness clock (`last_rx`, [`LinkReader::last_rx`]) to `now_ms` when the
+/// kernel took in a data segment since the last call (`data_segs_in`, from TCP_INFO, past
+/// `*seen`), even if no byte of it reached the reader; returns whether it did.
+///
+/// Why: the reader sees nothing while a lost packet's retransmission waits behind a deep
+/// queue. In experiment 06 (docs/evaluation.md) the pipe falls to 1 Mbit/s behind a 150 KB
+/// queue, 1.2 s of it, and the primary declared the pipe dead ("nothing received within the
+/// stall timeout") while packets kept arriving every few milliseconds; the session then
+/// tore the pipe down and moved its data, a reinjection the scheme "without reinjection"
+/// was not meant to have. A peer whose kernel only acknowledges (a hung daemon) sends no
+/// data segments, so the rule still catches it.
+pub fn heard_in_kernel(
+    last_rx: &AtomicU64,
+    seen: &mut u32,
+    data_segs_in: u32,
+    now_ms: u64,
+) -> bool {
+    if data_segs_in == *seen {
+        return false;
+    }
+    *seen = data_segs_in;
+    last_rx.fetch_max(now_ms, Ordering::Relaxed);
+    true
+}
+
 /// The reading half of a link.
 #[derive(Debug)]
 pub struct LinkReader {
@@ -485,6 +510,28 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use tokio::net::TcpListener;
+
+    /// A data segment the kernel took in moves the liveness clock, as a byte read does; a
+    /// reading without one leaves it, and the clock never goes back.
+    #[test]
+    fn data_segments_in_the_kernel_count_as_heard() {
+        let last_rx = AtomicU64::new(1_000);
+        let mut seen = 0;
+        assert!(!heard_in_kernel(&last_rx, &mut seen, 0, 2_500));
+        assert_eq!(last_rx.load(Ordering::Relaxed), 1_000);
+        assert!(heard_in_kernel(&last_rx, &mut seen, 7, 2_500));
+        assert_eq!((last_rx.load(Ordering::Relaxed), seen), (2_500, 7));
+        assert!(!heard_in_kernel(&last_rx, &mut seen, 7, 3_900));
+        assert_eq!(last_rx.load(Ordering::Relaxed), 2_500);
+        // The reader stored a later time meanwhile: a kernel reading does not undo it.
+        last_rx.store(4_000, Ordering::Relaxed);
+        assert!(heard_in_kernel(&last_rx, &mut seen, 9, 3_950));
+        assert_eq!(last_rx.load(Ordering::Relaxed), 4_000);
+        // The kernel's counter wraps (u32): any change is news.
+        seen = u32::MAX;
+        assert!(heard_in_kernel(&last_rx, &mut seen, 0, 5_000));
+        assert_eq!(last_rx.load(Ordering::Relaxed), 5_000);
+    }
 
     async fn pair(sec: Security, wrong_key: bool) -> Result<(Link, Link), LinkError> {
         let l = TcpListener::bind("127.0.0.1:0").await?;

@@ -113,6 +113,11 @@ pub struct TcpInfo {
     /// The sender's MSS, bytes (`tcpi_snd_mss`).
     #[serde(default)]
     pub mss: u32,
+    /// Segments carrying data that the kernel took in since the connection opened
+    /// (`tcpi_data_segs_in`), out of order and repeated ones included: proof the peer is
+    /// sending even while a hole keeps every byte from the application.
+    #[serde(default)]
+    pub data_segs_in: u32,
 }
 
 impl TcpInfo {
@@ -221,6 +226,7 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
         sacked: r.sacked,
         sacked_bytes: r.sacked as u64 * mss,
         mss: r.snd_mss,
+        data_segs_in: r.data_segs_in,
     })
 }
 
@@ -447,6 +453,9 @@ mod tests {
         assert!(info.rtt_us > 0 && info.min_rtt_us > 0);
         assert!(info.cwnd_bytes > 0 && info.delivery_rate > 0);
         assert_eq!(outq(&c).unwrap(), 0);
+        // Data segments in: the receiver took in the payload, the sender only ACKs.
+        assert!(tcp_info(&s).unwrap().data_segs_in > 0);
+        assert_eq!(info.data_segs_in, 0);
         assert!(rss_bytes().unwrap() > 0);
         assert!(process_cpu_seconds() > 0.0);
         // Not a redirected connection: the kernel has no original destination.

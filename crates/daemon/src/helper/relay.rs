@@ -67,6 +67,8 @@ struct Slot {
     last_sent: Arc<AtomicU64>,
     /// When a byte last arrived ([`sys::mono_ms`]).
     last_rx: Arc<AtomicU64>,
+    /// `tcpi_data_segs_in` when liveness last looked ([`crate::link::heard_in_kernel`]).
+    data_segs_seen: u32,
     /// The reader waits for buffer space: the peer's silence is then our doing.
     blocked: Arc<std::sync::atomic::AtomicBool>,
     /// Whether it carries data (the HS-Path goes quiet when idle, see [`crate::quiet`]).
@@ -233,6 +235,7 @@ impl Relay {
             unacked_since: None,
             last_sent,
             last_rx,
+            data_segs_seen: 0,
             blocked,
             activity: crate::quiet::Activity::default(),
         }
@@ -680,6 +683,12 @@ impl Relay {
             let now_rx = sys::mono_ms();
             let hs_id = st.hs.as_ref().map(|h| h.id);
             for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
+                crate::link::heard_in_kernel(
+                    &s.last_rx,
+                    &mut s.data_segs_seen,
+                    s.meter.tcp.data_segs_in,
+                    now_rx,
+                );
                 let silent = now_rx.saturating_sub(s.last_rx.load(Ordering::Relaxed));
                 let check = s.activity.check(
                     Some(s.id) == hs_id,

@@ -41,6 +41,8 @@ pub(super) struct LinkState {
     pub lowat: u64,
     unacked_since: Option<Instant>,
     last_rx: Arc<std::sync::atomic::AtomicU64>,
+    /// `tcpi_data_segs_in` when liveness last looked ([`crate::link::heard_in_kernel`]).
+    data_segs_seen: u32,
     /// Whether it carries data (cellular links go quiet when idle, see [`crate::quiet`]).
     activity: crate::quiet::Activity,
     /// Primary: the helper at the other end of this pipe.
@@ -156,6 +158,7 @@ impl Session {
                 lowat,
                 unacked_since: None,
                 last_rx,
+                data_segs_seen: 0,
                 activity: crate::quiet::Activity::default(),
                 helper,
                 gone,
@@ -390,6 +393,12 @@ impl Session {
         let mut ping = Vec::new();
         for (&id, l) in self.links.iter_mut() {
             // Every link here but a primary's pipes is cellular (a PS-Path or an HS-Path).
+            crate::link::heard_in_kernel(
+                &l.last_rx,
+                &mut l.data_segs_seen,
+                l.meter.tcp.data_segs_in,
+                now_ms,
+            );
             let silent = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
             let check = l.activity.check(
                 l.helper.is_none(),
