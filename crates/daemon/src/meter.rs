@@ -85,9 +85,102 @@ impl Meter {
     }
 }
 
+/// Shortest window [`Goodput`] measures over: a dozen round trips of a WiFi pipe, several
+/// hundred packets at 5 Mbit/s, so the rate is not one burst of ACKs.
+pub const GOODPUT_WINDOW: Duration = Duration::from_millis(50);
+
+/// How fast a socket drains a backlog its writer keeps ahead of it: the bytes the peer
+/// acknowledged over a window of at least [`GOODPUT_WINDOW`] during which the writer always
+/// had more waiting in user space.
+///
+/// Why not the kernel's delivery rate: a helper feeds its pipe from its own buffer under
+/// TCP_NOTSENT_LOWAT, so the kernel flags nearly every sample application-limited, and its
+/// per-ACK samples of a 4 ms pipe scatter around the rate (600-770 KB/s on a pipe that
+/// drained 595 KB/s, traced with `RUST_LOG=mpbond::estimator=trace`). The newest sample
+/// went into PIPE_FEEDBACK as Th_p, up to 860 KB/s on a 5 Mbit/s pipe, and PAMS gave the
+/// helper 57 KB too much of a 1 MB download (docs/evaluation.md, item 20). While data waits
+/// for the pipe (the caller decides: in the helper's buffer, in the socket, or queued at the
+/// pipe's bottleneck), the rate the peer acknowledges it at is Th_p itself (MPBond §4.3.2's
+/// B_p/Th_p is the time to drain that backlog).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Goodput {
+    start: Option<(Time, u64)>,
+    rate: Option<f64>,
+}
+
+impl Goodput {
+    /// Takes one reading: `bytes_acked` from TCP_INFO, and whether the writer had bytes
+    /// waiting for the socket. A reading without a backlog ends the window.
+    pub fn observe(&mut self, now: Time, bytes_acked: u64, backlogged: bool) {
+        if !backlogged {
+            self.start = None;
+            return;
+        }
+        match self.start {
+            None => self.start = Some((now, bytes_acked)),
+            Some((t0, a0)) => {
+                let dt = now.saturating_since(t0).as_secs_f64();
+                if dt >= GOODPUT_WINDOW.as_secs_f64() {
+                    self.rate = Some(bytes_acked.saturating_sub(a0) as f64 / dt);
+                    self.start = Some((now, bytes_acked));
+                }
+            }
+        }
+    }
+
+    /// The rate of the newest complete window, bytes per second.
+    pub fn rate(&self) -> Option<f64> {
+        self.rate
+    }
+
+    /// Whether a window is running (the writer has had a backlog since the last reading).
+    pub fn backlogged(&self) -> bool {
+        self.start.is_some()
+    }
+
+    /// The drain rate to report, given the kernel's newest sample `kernel`: the measured
+    /// goodput while the backlog lasts; without one, the larger of the two, since a
+    /// socket with nothing waiting may since have got faster than it last drained (the
+    /// next backlog corrects an overstatement within a window).
+    pub fn report(&self, kernel: u64) -> u64 {
+        match self.rate {
+            Some(g) if self.backlogged() => g as u64,
+            Some(g) => (g as u64).max(kernel),
+            None => kernel,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Windows of at least 50 ms of backlog give acknowledged bytes over time; a reading
+    /// without a backlog ends the window but keeps the last rate, which then only bounds the
+    /// kernel's sample from below.
+    #[test]
+    fn goodput_is_what_a_backlog_drains_by() {
+        let ms = |m: u64| Time(m * 1_000_000);
+        let mut g = Goodput::default();
+        assert_eq!(g.report(700_000), 700_000);
+        g.observe(ms(0), 1_000, true);
+        g.observe(ms(30), 19_000, true);
+        assert_eq!(g.rate(), None);
+        g.observe(ms(50), 31_000, true);
+        assert_eq!(g.rate(), Some(600_000.0));
+        // Backlogged: the goodput, however high the kernel's sample.
+        assert_eq!(g.report(770_000), 600_000);
+        // The buffer ran dry: the window ends; the kernel's sample counts if higher.
+        g.observe(ms(55), 33_000, false);
+        assert!(!g.backlogged());
+        assert_eq!((g.report(500_000), g.report(770_000)), (600_000, 770_000));
+        // A new backlog starts a new window from its first reading (the 20 KB acknowledged
+        // meanwhile without a backlog do not count).
+        g.observe(ms(100), 53_000, true);
+        g.observe(ms(150), 58_000, true);
+        assert_eq!(g.rate(), Some(100_000.0));
+        assert_eq!(g.report(770_000), 100_000);
+    }
 
     fn busy(rate: u64) -> TcpInfo {
         TcpInfo {
