@@ -61,8 +61,10 @@ struct Slot {
     sock: Arc<TcpStream>,
     ctrl: Arc<Ctrl>,
     tasks: Vec<JoinHandle<()>>,
-    /// TCP_INFO, corrected for short packets (the pipe's Th_p in feedback).
+    /// TCP_INFO, corrected for short packets.
     meter: Meter,
+    /// A pipe's drain rate while the buffer keeps it busy (Th_p in feedback).
+    goodput: crate::meter::Goodput,
     unacked_since: Option<Instant>,
     last_sent: Arc<AtomicU64>,
     /// When a byte last arrived ([`sys::mono_ms`]).
@@ -105,6 +107,10 @@ struct State {
     last_down: Option<Instant>,
     empty_since: Option<Instant>,
 }
+
+/// Least data a pipe must have to deliver for its ACKs to measure its rate
+/// ([`crate::meter::Goodput`]).
+const BACKLOG_MIN: u64 = 16 * 1024;
 
 /// The relay for one primary.
 pub struct Relay {
@@ -232,6 +238,7 @@ impl Relay {
             ctrl,
             tasks: vec![rd, wr],
             meter: Meter::new(0.0),
+            goodput: crate::meter::Goodput::default(),
             unacked_since: None,
             last_sent,
             last_rx,
@@ -579,6 +586,23 @@ impl Relay {
         for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
             let _ = s.meter.read(s.sock.as_ref(), now, &s.name);
         }
+        // A selected pipe is backlogged, sending as fast as it drains whatever the kernel's
+        // application-limited flag says, while data waits for it: in the buffer, unsent in
+        // its socket, or queued at its bottleneck (a smoothed RTT over twice the minimum
+        // and 2 ms more; ACKs then come at the bottleneck's rate). The helper mostly holds
+        // its backlog in the pipe's kernel queue, not in the buffer. Either way the pipe
+        // must have data to deliver (`BACKLOG_MIN`): pings alone, answered with delayed
+        // ACKs, read a long RTT on an idle pipe, and a window over them measured 3-6 KB/s.
+        let waiting = self.down.bytes() > 0;
+        for p in st.pipes.iter_mut() {
+            let t = &p.meter.tcp;
+            let queued_at_bottleneck = t.min_rtt_us > 0 && t.rtt_us > 2 * t.min_rtt_us + 2_000;
+            let backlogged = st.selected.contains(&p.id)
+                && t.to_deliver() >= BACKLOG_MIN
+                && (waiting || t.notsent_bytes > 0 || queued_at_bottleneck);
+            p.goodput
+                .observe(now, t.bytes_acked + t.sacked_bytes, backlogged);
+        }
     }
 
     fn feedback(&self) {
@@ -603,15 +627,17 @@ impl Relay {
                     .saturating_sub(p.meter.tcp.sacked_bytes)
             })
             .sum();
-        // Th_p: the kernel's newest delivery-rate sample, corrected for short packets. Not
-        // the smoothed estimate the proxy keeps of its own paths: until a path has been
-        // seen busy that counts CWND/RTT, and the helper's pipe, fed from a user-space
-        // queue under TCP_NOTSENT_LOWAT, is marked application-limited so often that on a
-        // 5 ms pipe that floor read well over the pipe's rate and slowed 07's 512 KB
-        // download (docs/evaluation.md, item 13).
+        // Th_p: while the buffer keeps a pipe busy, the rate it drains it by
+        // (`meter::Goodput`); otherwise the kernel's newest delivery-rate sample, corrected
+        // for short packets, or the last drain rate if higher. Not the smoothed estimate
+        // the proxy keeps of its own paths: until a path has been seen busy that counts
+        // CWND/RTT, and the helper's pipe, fed from a user-space queue under
+        // TCP_NOTSENT_LOWAT, is marked application-limited so often that on a 5 ms pipe
+        // that floor read well over the pipe's rate and slowed 07's 512 KB download
+        // (docs/evaluation.md, item 13).
         let pipe_rate = carrying
             .iter()
-            .map(|p| p.meter.tcp.delivery_rate)
+            .map(|p| p.goodput.report(p.meter.tcp.delivery_rate))
             .sum::<u64>();
         let buffered = match self.shared.cfg.buffering_estimate {
             BufferingEstimate::Queue => self.down.bytes() + pipes_outq,
