@@ -102,7 +102,7 @@ pub const GOODPUT_SPAN: Duration = Duration::from_millis(250);
 const GOODPUT_READINGS: usize = 64;
 
 /// How fast a socket drains a backlog its writer keeps ahead of it: the bytes the peer
-/// acknowledged over the last [`GOODPUT_SPAN`] (at least [`GOODPUT_MIN_SPAN`]) during
+/// acknowledged or SACKed over the last [`GOODPUT_SPAN`] (at least [`GOODPUT_MIN_SPAN`]) during
 /// which the writer always had more waiting.
 ///
 /// Why not the kernel's delivery rate: a helper feeds its pipe from its own buffer under
@@ -116,7 +116,7 @@ const GOODPUT_READINGS: usize = 64;
 /// B_p/Th_p is the time to drain that backlog).
 #[derive(Debug, Default, Clone)]
 pub struct Goodput {
-    /// Readings (time, bytes acknowledged) of the current backlog, oldest first; empty
+    /// Readings (time, bytes delivered) of the current backlog, oldest first; empty
     /// without a backlog.
     readings: std::collections::VecDeque<(Time, u64)>,
     rate: Option<f64>,
@@ -175,7 +175,7 @@ impl Goodput {
     /// The drain rate to report, given the kernel's newest sample `kernel`: the measured
     /// goodput while the backlog lasts; without one, the larger of the two, since a
     /// socket with nothing waiting may since have got faster than it last drained (the
-    /// next backlog corrects an overstatement within a window).
+    /// next backlog corrects an overstatement within a span).
     pub fn report(&self, kernel: u64) -> u64 {
         match self.rate {
             Some(g) if self.backlogged() => g as u64,
@@ -189,9 +189,9 @@ impl Goodput {
 mod tests {
     use super::*;
 
-    /// Windows of at least 50 ms of backlog give acknowledged bytes over time; a reading
-    /// without a backlog ends the window but keeps the last rate, which then only bounds the
-    /// kernel's sample from below.
+    /// The first 50 ms of backlog give delivered bytes over time; a reading without a
+    /// backlog ends the window but keeps the last rate, which then only bounds the kernel's
+    /// sample from below.
     #[test]
     fn goodput_is_what_a_backlog_drains_by() {
         let ms = |m: u64| Time(m * 1_000_000);
