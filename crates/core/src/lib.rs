@@ -12,6 +12,7 @@
 
 pub mod conn;
 pub mod estimator;
+pub mod goodput;
 pub mod path;
 pub mod ranges;
 pub mod scheduler;
@@ -20,6 +21,7 @@ pub mod units;
 
 pub use conn::{Cancel, Output, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
 pub use estimator::{PacketFill, PathEstimator, PipeState, TcpSample};
+pub use goodput::Goodput;
 pub use path::{PathKind, PathView, PipeView};
 pub use scheduler::{by_name, Decision, PamsConfig, Recall, SchedContext, Scheduler};
 pub use time::Time;

@@ -64,7 +64,7 @@ struct Slot {
     /// TCP_INFO, corrected for short packets.
     meter: Meter,
     /// A pipe's drain rate while the buffer keeps it busy (Th_p in feedback).
-    goodput: crate::meter::Goodput,
+    goodput: mpbond_core::Goodput,
     unacked_since: Option<Instant>,
     last_sent: Arc<AtomicU64>,
     /// When a byte last arrived ([`sys::mono_ms`]).
@@ -109,7 +109,7 @@ struct State {
 }
 
 /// Least data a pipe must have to deliver for its ACKs to measure its rate
-/// ([`crate::meter::Goodput`]).
+/// ([`mpbond_core::Goodput`]).
 const BACKLOG_MIN: u64 = 16 * 1024;
 
 /// The relay for one primary.
@@ -238,7 +238,7 @@ impl Relay {
             ctrl,
             tasks: vec![rd, wr],
             meter: Meter::new(0.0),
-            goodput: crate::meter::Goodput::default(),
+            goodput: mpbond_core::Goodput::default(),
             unacked_since: None,
             last_sent,
             last_rx,
@@ -628,7 +628,7 @@ impl Relay {
             })
             .sum();
         // Th_p: while the buffer keeps a pipe busy, the rate it drains it by
-        // (`meter::Goodput`); otherwise the kernel's newest delivery-rate sample, corrected
+        // (`mpbond_core::Goodput`); otherwise the kernel's newest delivery-rate sample, corrected
         // for short packets, or the last drain rate if higher. Not the smoothed estimate
         // the proxy keeps of its own paths: until a path has been seen busy that counts
         // CWND/RTT, and the helper's pipe, fed from a user-space queue under

@@ -1,0 +1,169 @@
+//! How fast a socket drains a backlog its writer keeps ahead of it, from the bytes the peer
+//! has, read on a timer: a helper's Th_p (MPBond §4.3.2). Free of sockets and clocks like the
+//! other estimators, so the simulator can run it too.
+
+use std::time::Duration;
+
+use crate::Time;
+
+/// Shortest span [`Goodput`] measures over: a dozen round trips of a WiFi pipe, so the
+/// rate is not one burst of ACKs.
+pub const MIN_SPAN: Duration = Duration::from_millis(50);
+
+/// Span [`Goodput`] slides over once the backlog has lasted that long. At the helper's 20 ms
+/// readings, windows of 50-60 ms hold some 25 packets of a 5 Mbit/s pipe, and one packet
+/// more or less moved the rate by 4%: 579, 603 or 627 KB/s from a pipe draining 603 KB/s,
+/// and the high readings gave the helper a segment too many in §6.8's setting
+/// (docs/evaluation.md, item 20). A quarter of a second holds a hundred packets and still
+/// follows a pipe whose rate changes (Fig. 7's step, §6.2) within a feedback or two.
+pub const SPAN: Duration = Duration::from_millis(250);
+
+/// Most readings a [`Goodput`] keeps: [`SPAN`] at the default 20 ms feedback
+/// interval is 13; the cap bounds memory whatever the interval.
+const MAX_READINGS: usize = 64;
+
+/// How fast a socket drains a backlog its writer keeps ahead of it: the bytes the peer
+/// acknowledged or SACKed over the last [`SPAN`] (at least [`MIN_SPAN`]) during
+/// which the writer always had more waiting.
+///
+/// Why not the kernel's delivery rate: a helper feeds its pipe from its own buffer under
+/// TCP_NOTSENT_LOWAT, so the kernel flags nearly every sample application-limited, and its
+/// per-ACK samples of a 4 ms pipe scatter around the rate (600-770 KB/s on a pipe that
+/// drained 595 KB/s, traced with `RUST_LOG=mpbond::estimator=trace`). The newest sample
+/// went into PIPE_FEEDBACK as Th_p, up to 860 KB/s on a 5 Mbit/s pipe, and PAMS gave the
+/// helper 57 KB too much of a 1 MB download (docs/evaluation.md, item 20). While data waits
+/// for the pipe (the caller decides: in the helper's buffer, in the socket, or queued at the
+/// pipe's bottleneck), the rate the peer acknowledges it at is Th_p itself (MPBond §4.3.2's
+/// B_p/Th_p is the time to drain that backlog).
+#[derive(Debug, Default, Clone)]
+pub struct Goodput {
+    /// Readings (time, bytes delivered) of the current backlog, oldest first; empty
+    /// without a backlog.
+    readings: std::collections::VecDeque<(Time, u64)>,
+    rate: Option<f64>,
+}
+
+impl Goodput {
+    /// Takes one reading: `delivered`, the bytes the peer has (acknowledged plus SACKed,
+    /// from TCP_INFO), and whether the writer had bytes waiting for the socket. A reading
+    /// without a backlog ends the window.
+    ///
+    /// SACKed bytes count because the cumulative ACK stands still through loss recovery:
+    /// a pipe that dropped a packet at its queue's tail kept delivering at its rate while
+    /// its acknowledged bytes read 122 KB/s, and PAMS took the helper's last 25 KB back
+    /// onto a PS-Path half as fast (02, item 20).
+    ///
+    /// The first span of a backlog is as short as [`MIN_SPAN`] only while there is
+    /// no rate yet; after that a new backlog keeps the last rate until it has lasted
+    /// [`SPAN`], since a short backlog (the last few packets of a download) measures
+    /// how the backlog ended more than how fast the pipe drains.
+    pub fn observe(&mut self, now: Time, delivered: u64, backlogged: bool) {
+        if !backlogged {
+            self.readings.clear();
+            return;
+        }
+        self.readings.push_back((now, delivered));
+        // Keep one reading at or before the span's start, so the span is never shorter
+        // than SPAN once the backlog has lasted that long.
+        while (self.readings.len() > 1 && now.saturating_since(self.readings[1].0) >= SPAN)
+            || self.readings.len() > MAX_READINGS
+        {
+            self.readings.pop_front();
+        }
+        if let Some(&(t0, a0)) = self.readings.front() {
+            let dt = now.saturating_since(t0).as_secs_f64();
+            let least = if self.rate.is_some() { SPAN } else { MIN_SPAN };
+            if dt >= least.as_secs_f64() {
+                self.rate = Some(delivered.saturating_sub(a0) as f64 / dt);
+            }
+        }
+    }
+
+    /// The rate over the newest span, bytes per second.
+    pub fn rate(&self) -> Option<f64> {
+        self.rate
+    }
+
+    /// Whether a window is running (the writer has had a backlog since the last reading).
+    pub fn backlogged(&self) -> bool {
+        !self.readings.is_empty()
+    }
+
+    /// The drain rate to report, given the kernel's newest sample `kernel`: the measured
+    /// goodput while the backlog lasts; without one, the larger of the two, since a
+    /// socket with nothing waiting may since have got faster than it last drained (the
+    /// next backlog corrects an overstatement within a span).
+    pub fn report(&self, kernel: u64) -> u64 {
+        match self.rate {
+            Some(g) if self.backlogged() => g as u64,
+            Some(g) => (g as u64).max(kernel),
+            None => kernel,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first 50 ms of backlog give delivered bytes over time; a reading without a
+    /// backlog ends the window but keeps the last rate, which then only bounds the kernel's
+    /// sample from below.
+    #[test]
+    fn goodput_is_what_a_backlog_drains_by() {
+        let ms = |m: u64| Time(m * 1_000_000);
+        let mut g = Goodput::default();
+        assert_eq!(g.report(700_000), 700_000);
+        g.observe(ms(0), 1_000, true);
+        g.observe(ms(30), 19_000, true);
+        assert_eq!(g.rate(), None);
+        g.observe(ms(50), 31_000, true);
+        assert_eq!(g.rate(), Some(600_000.0));
+        // Backlogged: the goodput, however high the kernel's sample.
+        assert_eq!(g.report(770_000), 600_000);
+        // The buffer ran dry: the window ends; the kernel's sample counts if higher.
+        g.observe(ms(55), 33_000, false);
+        assert!(!g.backlogged());
+        assert_eq!((g.report(500_000), g.report(770_000)), (600_000, 770_000));
+        // A new backlog starts a new window from its first reading (the 20 KB acknowledged
+        // meanwhile without a backlog do not count), and keeps the last rate until it has
+        // lasted a full span.
+        g.observe(ms(100), 53_000, true);
+        g.observe(ms(150), 58_000, true);
+        assert_eq!(g.rate(), Some(600_000.0));
+        g.observe(ms(340), 78_000, true);
+        assert_eq!(g.rate(), Some(600_000.0));
+        g.observe(ms(400), 83_000, true);
+        assert_eq!(g.rate(), Some(100_000.0));
+        assert_eq!(g.report(770_000), 100_000);
+    }
+
+    /// Once a backlog lasts, the rate is over the last 250 ms, not the newest 50: ACKs that
+    /// come a packet early or late in one reading move it by a fifth as much, and a pipe
+    /// that slows is followed within a span.
+    #[test]
+    fn goodput_slides_over_the_last_quarter_second() {
+        let ms = |m: u64| Time(m * 1_000_000);
+        let mut g = Goodput::default();
+        // 600 KB/s read every 20 ms; the reading at 300 ms sees 1448 bytes early.
+        let mut acked = 0;
+        for i in 0..=20u64 {
+            let early = if i == 15 { 1_448 } else { 0 };
+            g.observe(ms(i * 20), acked + early, true);
+            acked += 12_000;
+        }
+        // Over 260 ms (the oldest reading kept is at or before 250 ms ago): exact.
+        assert_eq!(g.rate(), Some(600_000.0));
+        g.observe(ms(420), acked + 1_448, true);
+        let r = g.rate().unwrap_or(0.0);
+        // 50 ms windows would read 629 KB/s here.
+        assert!((r - 605_569.0).abs() < 1.0, "{r}");
+        // The pipe halves: after a span of it, the old rate is gone.
+        for i in 22..=35u64 {
+            acked += 6_000;
+            g.observe(ms(i * 20), acked, true);
+        }
+        assert_eq!(g.rate(), Some(300_000.0));
+        assert!(g.readings.len() <= 15);
+    }
+}
