@@ -464,6 +464,17 @@ impl Session {
                         start: c.start,
                         end: c.end,
                     };
+                    if let Some(v) = quiet_helper(&views, c.subflow) {
+                        tracing::debug!(
+                            target: "mpbond::wake",
+                            to = %c.subflow,
+                            idle = v.wan_idle,
+                            start = c.start,
+                            end = c.end,
+                            paths = %format_views(&views),
+                            "quiet helper woken by a recall"
+                        );
+                    }
                     if let Some(l) = self.subflow_link(c.subflow, false) {
                         self.push(l, &f);
                         self.flush_link(l);
@@ -472,6 +483,19 @@ impl Session {
                 Output::Data(t) => {
                     if tracing::enabled!(target: "mpbond::sched", tracing::Level::TRACE) {
                         trace_decision(&t, &views);
+                    }
+                    if let Some(v) = quiet_helper(&views, t.subflow) {
+                        tracing::debug!(
+                            target: "mpbond::wake",
+                            to = %t.subflow,
+                            idle = v.wan_idle,
+                            dsn = t.dsn,
+                            len = t.payload.len(),
+                            fin = t.fin.is_some(),
+                            reinjected = t.reinjected,
+                            paths = %format_views(&views),
+                            "quiet helper woken"
+                        );
                     }
                     let Some(l) = self.subflow_link(t.subflow, true) else {
                         // The subflow lost its last link during this pump (a write failed):
@@ -582,14 +606,55 @@ impl Session {
 /// inputs (queued, outstanding, throughput, RTT) and, for a helper, the pipe's reported
 /// buffer and throughput.
 fn trace_decision(t: &mpbond_core::conn::Transmit, views: &[mpbond_core::PathView]) {
+    tracing::trace!(
+        target: "mpbond::sched",
+        to = %t.subflow,
+        dsn = t.dsn,
+        len = t.payload.len(),
+        reinjected = t.reinjected,
+        paths = %format_views(views),
+        "sent"
+    );
+}
+
+/// The view of `subflow` if it is a helper subflow whose HS-Path has nothing queued and has
+/// been quiet for more than a bin of the energy model, and `mpbond::wake` is on: sending
+/// on it (data or a recall's cancel) wakes, or keeps awake, the helper's cellular radio.
+/// Rare (the end of a transfer), so unlike `mpbond::sched` the log
+/// (`RUST_LOG=mpbond::wake=debug`) can stay on in timed runs.
+fn quiet_helper(
+    views: &[mpbond_core::PathView],
+    subflow: mpbond_proto::SubflowId,
+) -> Option<&mpbond_core::PathView> {
+    if !tracing::enabled!(target: "mpbond::wake", tracing::Level::DEBUG) {
+        return None;
+    }
+    views.iter().find(|v| {
+        v.id == subflow
+            && v.kind == mpbond_core::PathKind::Helper
+            && v.queued == 0
+            && v.wan_idle.is_finite()
+            && v.wan_idle >= 0.1
+    })
+}
+
+/// Per subflow: id (`*` when idle), queued, outstanding, throughput, RTT, for a helper the
+/// pipe's reported buffer and throughput, and where known how long its cellular link has
+/// been quiet.
+fn format_views(views: &[mpbond_core::PathView]) -> String {
     let paths: Vec<String> = views
         .iter()
         .map(|v| {
             let pipe = v.pipe.as_ref().map_or(String::new(), |p| {
                 format!(" bp={} thp={:.0}", p.buffered, p.throughput)
             });
+            let wan = if v.wan_idle.is_finite() {
+                format!(" wan_idle={:.3}", v.wan_idle)
+            } else {
+                String::new()
+            };
             format!(
-                "{}{} q={} out={} th={:.0} rtt={:.4}{pipe}",
+                "{}{} q={} out={} th={:.0} rtt={:.4}{pipe}{wan}",
                 v.id,
                 if v.idle { "*" } else { "" },
                 v.queued,
@@ -599,13 +664,5 @@ fn trace_decision(t: &mpbond_core::conn::Transmit, views: &[mpbond_core::PathVie
             )
         })
         .collect();
-    tracing::trace!(
-        target: "mpbond::sched",
-        to = %t.subflow,
-        dsn = t.dsn,
-        len = t.payload.len(),
-        reinjected = t.reinjected,
-        paths = %paths.join(" | "),
-        "sent"
-    );
+    paths.join(" | ")
 }
