@@ -22,6 +22,41 @@ pub const SPAN: Duration = Duration::from_millis(250);
 /// interval is 13; the cap bounds memory whatever the interval.
 const MAX_READINGS: usize = 64;
 
+/// Least data a socket must have to deliver for its ACKs to measure its rate: pings alone,
+/// answered with delayed ACKs, read a long RTT on an idle pipe, and a window over them
+/// measured 3-6 KB/s.
+pub const BACKLOG_MIN: u64 = 16 * 1024;
+
+/// What a writer knows of a socket it feeds, to tell whether the socket drains as fast as
+/// it can ([`Backlog::is_backlogged`]): the input [`Goodput::observe`] needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Backlog {
+    /// Bytes the socket still has to deliver: unacknowledged less SACKed, plus unsent.
+    pub to_deliver: u64,
+    /// Bytes waiting in the writer's own buffer for the socket.
+    pub buffered: u64,
+    /// Bytes written to the socket and not yet sent (tcpi_notsent_bytes).
+    pub notsent: u64,
+    /// Smoothed RTT of the socket, seconds (0 when unknown).
+    pub srtt: f64,
+    /// Smallest RTT seen, seconds (0 when unknown).
+    pub min_rtt: f64,
+}
+
+impl Backlog {
+    /// Whether data waits for the socket, so its ACKs come at its bottleneck's rate: in the
+    /// writer's buffer, unsent in the socket, or queued at the bottleneck (a smoothed RTT
+    /// over twice the minimum and 2 ms more), whatever the kernel's application-limited
+    /// flag says. A helper holds most of its backlog in the pipe's kernel queue under
+    /// TCP_NOTSENT_LOWAT, not in its buffer. Either way there must be at least
+    /// [`BACKLOG_MIN`] to deliver.
+    pub fn is_backlogged(&self) -> bool {
+        let queued_at_bottleneck = self.min_rtt > 0.0 && self.srtt > 2.0 * self.min_rtt + 0.002;
+        self.to_deliver >= BACKLOG_MIN
+            && (self.buffered > 0 || self.notsent > 0 || queued_at_bottleneck)
+    }
+}
+
 /// How fast a socket drains a backlog its writer keeps ahead of it: the bytes the peer
 /// acknowledged or SACKed over the last [`SPAN`] (at least [`MIN_SPAN`]) during
 /// which the writer always had more waiting.
@@ -165,5 +200,52 @@ mod tests {
         }
         assert_eq!(g.rate(), Some(300_000.0));
         assert!(g.readings.len() <= 15);
+    }
+
+    /// Data waiting anywhere ahead of the socket's bottleneck makes a backlog; a few
+    /// kilobytes in flight, or a long RTT on a pipe carrying only pings, do not.
+    #[test]
+    fn a_backlog_is_data_waiting_for_the_socket() {
+        let pipe = Backlog {
+            to_deliver: 64 * 1024,
+            srtt: 0.005,
+            min_rtt: 0.004,
+            ..Backlog::default()
+        };
+        // In flight only, no queue at the bottleneck: the sender may be the limit.
+        assert!(!pipe.is_backlogged());
+        assert!(Backlog {
+            buffered: 1,
+            ..pipe
+        }
+        .is_backlogged());
+        assert!(Backlog { notsent: 1, ..pipe }.is_backlogged());
+        // A standing queue: RTT over twice the minimum and 2 ms more.
+        assert!(Backlog {
+            srtt: 0.0101,
+            ..pipe
+        }
+        .is_backlogged());
+        assert!(!Backlog {
+            srtt: 0.0099,
+            ..pipe
+        }
+        .is_backlogged());
+        // Too little to deliver, whatever waits: delayed ACKs of pings are no rate.
+        let pings = Backlog {
+            to_deliver: BACKLOG_MIN - 1,
+            buffered: 10_000,
+            notsent: 1,
+            srtt: 0.2,
+            ..pipe
+        };
+        assert!(!pings.is_backlogged());
+        // An unknown minimum RTT says nothing about a queue.
+        assert!(!Backlog {
+            min_rtt: 0.0,
+            srtt: 1.0,
+            ..pipe
+        }
+        .is_backlogged());
     }
 }

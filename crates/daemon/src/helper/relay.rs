@@ -108,10 +108,6 @@ struct State {
     empty_since: Option<Instant>,
 }
 
-/// Least data a pipe must have to deliver for its ACKs to measure its rate
-/// ([`mpbond_core::Goodput`]).
-const BACKLOG_MIN: u64 = 16 * 1024;
-
 /// The relay for one primary.
 pub struct Relay {
     primary: PublicKey,
@@ -586,20 +582,18 @@ impl Relay {
         for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
             let _ = s.meter.read(s.sock.as_ref(), now, &s.name);
         }
-        // A selected pipe is backlogged, sending as fast as it drains whatever the kernel's
-        // application-limited flag says, while data waits for it: in the buffer, unsent in
-        // its socket, or queued at its bottleneck (a smoothed RTT over twice the minimum
-        // and 2 ms more; ACKs then come at the bottleneck's rate). The helper mostly holds
-        // its backlog in the pipe's kernel queue, not in the buffer. Either way the pipe
-        // must have data to deliver (`BACKLOG_MIN`): pings alone, answered with delayed
-        // ACKs, read a long RTT on an idle pipe, and a window over them measured 3-6 KB/s.
-        let waiting = self.down.bytes() > 0;
+        // A selected pipe is backlogged while data waits for it (`Backlog::is_backlogged`).
+        let buffered = self.down.bytes();
         for p in st.pipes.iter_mut() {
             let t = &p.meter.tcp;
-            let queued_at_bottleneck = t.min_rtt_us > 0 && t.rtt_us > 2 * t.min_rtt_us + 2_000;
-            let backlogged = st.selected.contains(&p.id)
-                && t.to_deliver() >= BACKLOG_MIN
-                && (waiting || t.notsent_bytes > 0 || queued_at_bottleneck);
+            let backlog = mpbond_core::goodput::Backlog {
+                to_deliver: t.to_deliver(),
+                buffered,
+                notsent: t.notsent_bytes,
+                srtt: f64::from(t.rtt_us) / 1e6,
+                min_rtt: f64::from(t.min_rtt_us) / 1e6,
+            };
+            let backlogged = st.selected.contains(&p.id) && backlog.is_backlogged();
             p.goodput
                 .observe(now, t.bytes_acked + t.sacked_bytes, backlogged);
         }
