@@ -10,8 +10,11 @@
 //! - **Loss recovery.** Every packet is acknowledged individually (like SACK). Links are FIFO,
 //!   so when a packet is acknowledged every earlier-sent packet still unacknowledged is lost
 //!   (RACK with a zero reordering window); it is resent first, and the window is reduced once
-//!   per recovery episode. A retransmission timeout (RFC 6298, 200 ms floor, exponential
-//!   backoff) resends everything in flight and restarts from one segment.
+//!   per recovery episode. A tail loss probe (RFC 8985 §7, on by default as in Linux):
+//!   when data is in flight, nothing is known lost and two smoothed RTTs pass without an
+//!   ACK, the last segment is sent again, once per tail, so a lost tail is found by the
+//!   probe's ACK rather than by the timeout. A retransmission timeout (RFC 6298, 200 ms
+//!   floor, exponential backoff) resends everything in flight and restarts from one segment.
 //! - **Delivery rate.** Each ACK yields a delivery-rate sample as Linux computes
 //!   tcpi_delivery_rate (draft-cheng-iccrg-delivery-rate-estimation): bytes delivered between a
 //!   packet's send and its ACK over the longer of the send and ACK intervals, flagged
@@ -38,6 +41,8 @@ pub struct TcpConfig {
     pub initial_window: u64,
     /// Lower bound of the retransmission timeout.
     pub min_rto: Duration,
+    /// Send a tail loss probe (RFC 8985 §7; Linux's tcp_early_retrans default).
+    pub tail_loss_probe: bool,
 }
 
 impl Default for TcpConfig {
@@ -46,6 +51,7 @@ impl Default for TcpConfig {
             mss: 1448,
             initial_window: 10,
             min_rto: Duration::from_millis(200),
+            tail_loss_probe: true,
         }
     }
 }
@@ -85,6 +91,8 @@ pub struct TcpStats {
     pub retransmissions: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Tail loss probes sent.
+    pub probes: u64,
 }
 
 /// One TCP connection (sender, link and receiver) carrying frames of type `F`.
@@ -112,6 +120,10 @@ pub struct Tcp<F> {
     min_rtt: f64,
     backoff: u32,
     rto_at: Option<Time>,
+    /// When the tail loss probe fires, if armed.
+    probe_at: Option<Time>,
+    /// A probe went out for the current tail; armed again once new data is acknowledged.
+    probed: bool,
     bytes_acked: u64,
     last_progress: Time,
     rwnd: Option<u64>,
@@ -151,6 +163,8 @@ impl<F> Tcp<F> {
             min_rtt: f64::INFINITY,
             backoff: 0,
             rto_at: None,
+            probe_at: None,
+            probed: false,
             bytes_acked: 0,
             last_progress: Time::ZERO,
             rwnd: None,
@@ -261,9 +275,32 @@ impl<F> Tcp<F> {
         }
     }
 
-    /// When the retransmission timer fires, if armed.
+    /// When the retransmission timer (or the tail loss probe before it) fires, if armed.
     pub fn rto_deadline(&self) -> Option<Time> {
-        self.rto_at
+        match (self.probe_at, self.rto_at) {
+            (Some(p), Some(r)) => Some(p.min(r)),
+            (p, r) => p.or(r),
+        }
+    }
+
+    /// Arms the tail loss probe two smoothed RTTs (at least 10 ms) from `now` while data is
+    /// in flight, none is known lost and no probe went out for this tail (RFC 8985 §7.2;
+    /// this model has no delayed ACKs, so no allowance for one). Not past the RTO.
+    fn arm_probe(&mut self, now: Time) {
+        self.probe_at = None;
+        if !self.cfg.tail_loss_probe
+            || self.probed
+            || self.inflight.is_empty()
+            || !self.lost.is_empty()
+            || self.recovery_until.is_some()
+        {
+            return;
+        }
+        let Some(srtt) = self.srtt else { return };
+        let at = now + Duration::from_secs_f64((2.0 * srtt).max(0.010));
+        if self.rto_at.is_none_or(|r| at < r) {
+            self.probe_at = Some(at);
+        }
     }
 
     fn rto(&self) -> Duration {
@@ -278,6 +315,7 @@ impl<F> Tcp<F> {
     /// Sends what the windows allow. Returns a departure time to schedule if the link was idle.
     pub fn try_send(&mut self, now: Time, rng: &mut Rng) -> Option<Time> {
         let mut departure = None;
+        let mut sent_any = false;
         while self.window_open() {
             let (start, end, retx) = if let Some((s, e)) = self.lost.pop_front(self.cfg.mss) {
                 (s, e, true)
@@ -314,6 +352,7 @@ impl<F> Tcp<F> {
             );
             self.inflight_bytes += end - start;
             self.stats.packets_sent += 1;
+            sent_any = true;
             if retx {
                 self.stats.retransmissions += 1;
             }
@@ -332,6 +371,9 @@ impl<F> Tcp<F> {
         // application-limited.
         if self.notsent() == 0 && self.lost.is_empty() && self.window_open() {
             self.app_limited_until = (self.rate_delivered + self.inflight_bytes).max(1);
+        }
+        if sent_any {
+            self.arm_probe(now);
         }
         departure
     }
@@ -390,6 +432,7 @@ impl<F> Tcp<F> {
         }
         self.last_progress = now;
         self.backoff = 0;
+        self.probed = false;
         if !sent.retransmission {
             self.rtt_sample((now - sent.at).as_secs_f64());
         }
@@ -417,13 +460,19 @@ impl<F> Tcp<F> {
         } else {
             Some(now + self.rto())
         };
+        self.arm_probe(now);
     }
 
     /// The retransmission timer fired at `now` (the owner checks [`Tcp::rto_deadline`]).
     pub fn on_timeout(&mut self, now: Time) {
+        if self.probe_at.is_some_and(|t| t <= now) && self.rto_at.is_none_or(|t| t > now) {
+            self.probe();
+            return;
+        }
         if self.rto_at.is_none_or(|t| t > now) {
             return;
         }
+        self.probe_at = None;
         if self.inflight.is_empty() && self.lost.is_empty() {
             self.rto_at = None;
             return;
@@ -442,6 +491,23 @@ impl<F> Tcp<F> {
         self.recovery_until = None;
         self.backoff += 1;
         self.rto_at = Some(now + self.rto());
+    }
+
+    /// The tail loss probe: the last segment sent goes again, now, whatever the window (it
+    /// leaves the flight and is queued first for resending), so its ACK shows whether the
+    /// segments before it were lost. No change to the window: that waits for the loss the
+    /// probe reveals.
+    fn probe(&mut self) {
+        self.probe_at = None;
+        self.probed = true;
+        let Some((&id, _)) = self.inflight.iter().next_back() else {
+            return;
+        };
+        if let Some(last) = self.inflight.remove(&id) {
+            self.inflight_bytes -= last.end - last.start;
+            self.lost.insert(last.start, last.end);
+            self.stats.probes += 1;
+        }
     }
 
     fn rtt_sample(&mut self, r: f64) {
@@ -610,5 +676,88 @@ mod tests {
     fn tiny_queue_still_completes() {
         let (_, _, got) = bulk(20e6, 10, 3000, 2000);
         assert_eq!(got.len(), 2000);
+    }
+
+    /// The last two of five segments are lost: two smoothed RTTs later the probe resends
+    /// the last one, its ACK shows the fourth lost, and everything arrives well before the
+    /// 200 ms retransmission timeout would have fired. Without the probe, the timeout.
+    #[test]
+    fn a_lost_tail_is_found_by_the_probe_not_the_timeout() {
+        for tlp in [true, false] {
+            let mut tcp: Tcp<usize> = Tcp::new(
+                TcpConfig {
+                    tail_loss_probe: tlp,
+                    ..TcpConfig::default()
+                },
+                LinkConfig {
+                    rate: RateProfile::constant(1e9),
+                    delay: Duration::from_millis(10),
+                    queue_bytes: 1 << 20,
+                    loss: 0.0,
+                },
+                Duration::from_millis(10),
+            );
+            let mut rng = Rng::new(1);
+            for i in 0..5 {
+                tcp.write(1448, i);
+            }
+            let ms = |m: f64| Time::ZERO + Duration::from_secs_f64(m / 1e3);
+            let mut next = tcp.try_send(ms(0.0), &mut rng);
+            let mut sent = Vec::new();
+            while let Some(t) = next {
+                let (p, at, n) = tcp.on_departure(t).expect("a packet departs");
+                sent.push((p, at));
+                next = n;
+            }
+            assert_eq!(sent.len(), 5);
+            // Three arrive and are acknowledged; the last two are dropped.
+            let mut got = Vec::new();
+            let mut now = ms(0.0);
+            for &(p, at) in &sent[..3] {
+                let (frames, ack_at) = tcp.on_arrival(at, p);
+                got.extend(frames);
+                tcp.on_ack(ack_at, p.id);
+                now = ack_at;
+            }
+            let fire = tcp.rto_deadline().expect("a timer is armed");
+            if tlp {
+                // Two smoothed RTTs of 20 ms.
+                assert!(
+                    fire < now + Duration::from_millis(50),
+                    "{fire:?} vs {now:?}"
+                );
+            } else {
+                assert!(fire >= now + Duration::from_millis(200));
+            }
+            // Whatever fires goes out, and from then on nothing is lost.
+            tcp.on_timeout(fire);
+            let mut t = fire;
+            for _ in 0..10 {
+                let mut next = tcp.try_send(t, &mut rng);
+                let mut batch = Vec::new();
+                while let Some(d) = next {
+                    let (p, at, n) = tcp.on_departure(d).expect("a packet departs");
+                    batch.push((p, at));
+                    next = n;
+                }
+                if batch.is_empty() {
+                    break;
+                }
+                for (p, at) in batch {
+                    let (frames, ack_at) = tcp.on_arrival(at, p);
+                    got.extend(frames);
+                    tcp.on_ack(ack_at, p.id);
+                    t = ack_at;
+                }
+            }
+            assert_eq!(got, vec![0, 1, 2, 3, 4], "tlp {tlp}");
+            let st = tcp.stats();
+            if tlp {
+                assert_eq!((st.probes, st.timeouts), (1, 0), "{st:?}");
+                assert!(t < ms(120.0), "done at {t:?}");
+            } else {
+                assert_eq!((st.probes, st.timeouts), (0, 1), "{st:?}");
+            }
+        }
     }
 }

@@ -94,6 +94,11 @@ pub struct SimArgs {
     /// measured rate.
     #[arg(long)]
     cold_pipes: bool,
+    /// Turn off TCP's tail loss probe (RFC 8985; on in Linux and by default here): a lost
+    /// tail then waits for the retransmission timeout, as in docs/sim.md's figures before
+    /// the probe was modelled.
+    #[arg(long)]
+    no_tail_loss_probe: bool,
     /// A rate change: TIME:LINK=RATE, e.g. 2s:pipe1=1 or 5s:hs1=down (repeatable).
     #[arg(long = "at", value_name = "CHANGE")]
     changes: Vec<String>,
@@ -259,6 +264,7 @@ impl SimArgs {
                     };
                     sc.cancel_recalled = !self.no_cancel;
                     sc.warm_pipes = !self.cold_pipes;
+                    sc.tcp.tail_loss_probe = !self.no_tail_loss_probe;
                     sc.pams.recall = match self.recall.as_str() {
                         "balanced" => RecallAmount::Balanced,
                         "paper" => RecallAmount::Paper,
