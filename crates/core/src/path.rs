@@ -63,7 +63,24 @@ pub struct PathView {
     pub outstanding: u64,
 }
 
+/// A cellular radio that moved something this recently (seconds) is awake: one more packet
+/// through it costs nothing more. One bin of the lab's energy model.
+pub const RADIO_AWAKE: f64 = 0.1;
+
 impl PathView {
+    /// A helper subflow whose HS-Path has nothing queued: everything scheduled on it has
+    /// crossed the helper's cellular link, and touching it again (new data, a recall's
+    /// cancel) wakes that radio (`Pams::wake_cost`).
+    pub fn hs_path_drained(&self) -> bool {
+        self.kind == PathKind::Helper && self.queued == 0
+    }
+
+    /// Whether the sender-side path's radio moved something within [`RADIO_AWAKE`], or its
+    /// idleness is unknown ([`PathView::wan_idle`] infinite).
+    pub fn radio_awake(&self) -> bool {
+        !self.wan_idle.is_finite() || self.wan_idle < RADIO_AWAKE
+    }
+
     /// A view with the given identity and every number zero; handy for tests and builders.
     pub fn new(id: SubflowId, kind: PathKind) -> Self {
         PathView {

@@ -853,13 +853,9 @@ fn secs(x: f64, max: f64) -> Duration {
     }
 }
 
-/// A helper's cellular radio that moved something this recently is awake: a bare FIN
-/// through it costs nothing more ([`bare_fin_subflow`]). One bin of the lab's energy model.
-const RADIO_AWAKE: f64 = 0.1;
-
 /// Where a bare FIN goes, if anywhere yet: an idle direct subflow (the one with the smallest
 /// RTT); else an idle helper subflow whose HS-Path is awake anyway (it carried something in
-/// the last [`RADIO_AWAKE`], or its idleness is unknown); else, while a direct subflow exists
+/// the last [`crate::path::RADIO_AWAKE`], or its idleness is unknown); else, while a direct subflow exists
 /// but is busy, nowhere: the FIN waits for it, since it only has to arrive with the stream's
 /// last bytes and a helper whose share is done would pay for those few bytes with a wake-up
 /// of its cellular radio (in the lab, a second of LTE tail after a 4 MB download:
@@ -875,9 +871,8 @@ fn bare_fin_subflow(views: &[PathView]) -> Option<usize> {
             .map(|(i, _)| i)
     };
     let direct = |v: &PathView| v.kind == crate::path::PathKind::Direct;
-    let awake = |v: &PathView| !v.wan_idle.is_finite() || v.wan_idle < RADIO_AWAKE;
     min_rtt(&direct)
-        .or_else(|| min_rtt(&|v: &PathView| !direct(v) && awake(v)))
+        .or_else(|| min_rtt(&|v: &PathView| !direct(v) && v.radio_awake()))
         .or_else(|| {
             if views.iter().any(direct) {
                 None

@@ -306,7 +306,7 @@ impl Pams {
     /// radio, in seconds of gain a recall or new data must bring: the time the HS-Path has
     /// been idle, at most [`PamsConfig::wake_gain`]. Zero for any other subflow.
     fn quiet_helper_cost(&self, p: &PathView) -> f64 {
-        if p.kind == PathKind::Helper && p.queued == 0 {
+        if p.hs_path_drained() {
             p.wan_idle.min(self.cfg.wake_gain.as_secs_f64())
         } else {
             0.0

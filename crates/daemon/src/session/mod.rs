@@ -629,13 +629,9 @@ fn quiet_helper(
     if !tracing::enabled!(target: "mpbond::wake", tracing::Level::DEBUG) {
         return None;
     }
-    views.iter().find(|v| {
-        v.id == subflow
-            && v.kind == mpbond_core::PathKind::Helper
-            && v.queued == 0
-            && v.wan_idle.is_finite()
-            && v.wan_idle >= 0.1
-    })
+    views
+        .iter()
+        .find(|v| v.id == subflow && v.hs_path_drained() && !v.radio_awake())
 }
 
 /// Per subflow: id (`*` when idle), queued, outstanding, throughput, RTT, for a helper the
