@@ -29,6 +29,11 @@ pub enum Metric {
     MedianMbps,
     /// 5th percentile of the goodput samples, Mbit/s.
     P5Mbps,
+    /// Median of the arrival samples of all runs (bytes reaching the primary's interfaces,
+    /// `run::arrival_samples`), Mbit/s.
+    MedianArrivalMbps,
+    /// 5th percentile of the arrival samples, Mbit/s.
+    P5ArrivalMbps,
     /// Mean video bitrate, Mbit/s.
     Bitrate,
     /// Video stall time over video length.
@@ -59,6 +64,8 @@ impl Metric {
             "mean_mbps" => Metric::MeanMbps,
             "median_mbps" => Metric::MedianMbps,
             "p5_mbps" => Metric::P5Mbps,
+            "median_arrival_mbps" => Metric::MedianArrivalMbps,
+            "p5_arrival_mbps" => Metric::P5ArrivalMbps,
             "bitrate" => Metric::Bitrate,
             "stall_ratio" => Metric::StallRatio,
             "cell_mb" => Metric::CellMb,
@@ -67,7 +74,7 @@ impl Metric {
             "cpu_primary" => Metric::CpuPrimary,
             "cpu_helper" => Metric::CpuHelper,
             _ => anyhow::bail!(
-                "unknown metric {s:?}: time, energy, energy_with_tails, primary_energy, helper_energy, gap, mean_mbps, median_mbps, p5_mbps, bitrate, stall_ratio, cell_mb, chunk_time_primary, chunk_time_helper, cpu_primary, cpu_helper"
+                "unknown metric {s:?}: time, energy, energy_with_tails, primary_energy, helper_energy, gap, mean_mbps, median_mbps, p5_mbps, median_arrival_mbps, p5_arrival_mbps, bitrate, stall_ratio, cell_mb, chunk_time_primary, chunk_time_helper, cpu_primary, cpu_helper"
             ),
         })
     }
@@ -76,7 +83,12 @@ impl Metric {
     pub fn lower_is_better(self) -> bool {
         !matches!(
             self,
-            Metric::MeanMbps | Metric::MedianMbps | Metric::P5Mbps | Metric::Bitrate
+            Metric::MeanMbps
+                | Metric::MedianMbps
+                | Metric::P5Mbps
+                | Metric::MedianArrivalMbps
+                | Metric::P5ArrivalMbps
+                | Metric::Bitrate
         )
     }
 
@@ -100,7 +112,7 @@ impl Metric {
                     .subflows
                     .iter()
                     // Subflows end where they reach the primary: PS-Paths and pipes.
-                    .filter(|s| s.link.starts_with('p') && s.bytes * 20 > r.bytes)
+                    .filter(|s| s.reaches_primary() && s.bytes * 20 > r.bytes)
                     .filter_map(|s| s.completion_s)
                     .collect();
                 if c.len() < 2 {
@@ -146,7 +158,10 @@ impl Metric {
                     .reduce(f64::max)?;
                 busiest / r.seconds.max(1e-9)
             }
-            Metric::MedianMbps | Metric::P5Mbps => return None,
+            Metric::MedianMbps
+            | Metric::P5Mbps
+            | Metric::MedianArrivalMbps
+            | Metric::P5ArrivalMbps => return None,
         })
     }
 
@@ -157,9 +172,16 @@ impl Metric {
                 .flat_map(|r| r.throughput_mbps.iter().copied())
                 .collect()
         };
+        let arrivals = || -> Vec<f64> {
+            rs.iter()
+                .flat_map(|r| r.arrival_mbps.iter().copied())
+                .collect()
+        };
         match self {
             Metric::MedianMbps => quantile(&pooled(), 0.5),
             Metric::P5Mbps => quantile(&pooled(), 0.05),
+            Metric::MedianArrivalMbps => quantile(&arrivals(), 0.5),
+            Metric::P5ArrivalMbps => quantile(&arrivals(), 0.05),
             m => mean_sd(&rs.iter().filter_map(|r| m.of_run(r)).collect::<Vec<_>>()).0,
         }
     }
@@ -426,6 +448,7 @@ pub(crate) mod tests {
             bound_samples_mbps: Vec::new(),
             ratio_to_bound: seconds,
             throughput_mbps: vec![1.0, 2.0, 3.0],
+            arrival_mbps: vec![],
             subflows: vec![
                 SubflowResult {
                     link: "ps".into(),
@@ -562,5 +585,35 @@ pub(crate) mod tests {
         let mut c = claim("cpu_primary", None, PaperValue::One(0.04));
         c.scheme = "kibbutz".into();
         assert_eq!(evaluate(&c, &rs).unwrap().verdict, Verdict::Missing);
+    }
+
+    /// The arrival claims pool the runs' arrival samples, independently of the goodput's:
+    /// an application that read nothing in an interval can still have had its radios busy.
+    #[test]
+    fn arrival_claims_pool_the_arrival_samples() {
+        let mut r = run("mpbond", 0, 1.0, 1.0);
+        r.workload = WorkloadKind::Bulk;
+        r.throughput_mbps = vec![0.0, 0.0, 8.0, 8.0];
+        r.arrival_mbps = vec![6.0, 7.0, 9.0, 9.0];
+        let mut k = r.clone();
+        k.scheme = "kibbutz".into();
+        k.arrival_mbps = vec![2.0, 3.0, 9.0, 9.0];
+        let rs = [r, k];
+        let p5 = evaluate(&claim("p5_arrival_mbps", None, PaperValue::One(6.0)), &rs).unwrap();
+        assert!((p5.ours.unwrap().0 - 6.15).abs() < 1e-9, "{:?}", p5.ours);
+        assert_eq!(p5.verdict, Verdict::Beats);
+        let vs = claim("median_arrival_mbps", Some("kibbutz"), PaperValue::One(1.0));
+        assert_eq!(
+            evaluate(&vs, &rs).unwrap().ours,
+            Some((8.0 / 6.0, 8.0 / 6.0))
+        );
+        // The goodput's own 5th percentile is 0.
+        let g = evaluate(&claim("p5_mbps", None, PaperValue::One(6.0)), &rs).unwrap();
+        assert_eq!(g.ours, Some((0.0, 0.0)));
+        // Results written before arrival samples existed give no value rather than a 0.
+        let mut old = rs.to_vec();
+        old.iter_mut().for_each(|r| r.arrival_mbps.clear());
+        let o = evaluate(&claim("p5_arrival_mbps", None, PaperValue::One(6.0)), &old).unwrap();
+        assert_eq!(o.verdict, Verdict::Missing);
     }
 }

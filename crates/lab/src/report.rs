@@ -177,9 +177,9 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
         } else if first.workload == WorkloadKind::Bulk {
             let _ = writeln!(
                 o,
-                "| scheme | runs | goodput (Mbit/s), mean ± sd | median of samples | 5th pct | fluid bound | fluid median / 5th pct | bound ÷ goodput | median ÷ kibbutz | 5th pct ÷ kibbutz | transfer energy (J) | intact |"
+                "| scheme | runs | goodput (Mbit/s), mean ± sd | median of samples | 5th pct | fluid bound | fluid median / 5th pct | arrivals median / 5th pct | bound ÷ goodput | median ÷ kibbutz | 5th pct ÷ kibbutz | transfer energy (J) | intact |"
             );
-            let _ = writeln!(o, "|{}", " --- |".repeat(12));
+            let _ = writeln!(o, "|{}", " --- |".repeat(13));
             let pooled = |v: &[&RunResult]| -> Vec<f64> {
                 v.iter()
                     .flat_map(|r| r.throughput_mbps.iter().copied())
@@ -207,11 +207,26 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
                         quantile(&fluid, 0.05)
                     )
                 };
+                // What reached the primary's interfaces, beside the goodput samples
+                // (`run::arrival_samples`).
+                let arrivals: Vec<f64> = rs
+                    .iter()
+                    .flat_map(|r| r.arrival_mbps.iter().copied())
+                    .collect();
+                let arrivals = if arrivals.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!(
+                        "{:.2} / {:.2}",
+                        quantile(&arrivals, 0.5),
+                        quantile(&arrivals, 0.05)
+                    )
+                };
                 let ratio = mean_sd(&rs.iter().map(|r| r.ratio_to_bound).collect::<Vec<_>>()).0;
                 let e = mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>()).0;
                 let _ = writeln!(
                     o,
-                    "| {s} | {} | {m:.2} ± {sd:.2} | {med:.2} | {p5:.2} | {b:.2} | {fluid} | {ratio:.2} | {} | {} | {e:.1} | {}/{} |",
+                    "| {s} | {} | {m:.2} ± {sd:.2} | {med:.2} | {p5:.2} | {b:.2} | {fluid} | {arrivals} | {ratio:.2} | {} | {} | {e:.1} | {}/{} |",
                     rs.len(),
                     vs(med, kib.as_ref().map(|k| quantile(k, 0.5))),
                     vs(p5, kib.as_ref().map(|k| quantile(k, 0.05))),
@@ -888,7 +903,8 @@ mod tests {
     }
 
     /// A bulk run's table puts the median and 5th percentile of the fluid's samples (what
-    /// the links offered per interval) beside the scheme's own.
+    /// the links offered per interval) and of the arrivals at the primary beside the
+    /// scheme's own.
     #[test]
     fn bulk_rows_show_the_fluid_samples() {
         let mut rs = Vec::new();
@@ -896,13 +912,16 @@ mod tests {
             let mut r = run(scheme, 0, 60.0, 5.0);
             r.workload = WorkloadKind::Bulk;
             r.throughput_mbps = vec![0.0, 4.0, 4.0, 4.0];
+            if scheme == "mpbond" {
+                r.arrival_mbps = vec![3.0, 5.0, 5.0, 5.0];
+            }
             r.bound_samples_mbps = fluid;
             rs.push(r);
         }
         let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];
         let t = table("t", &schemes, &rs);
         assert!(t.contains("fluid median / 5th pct"), "{t}");
-        assert!(t.contains("| 6.00 / 6.00 |"), "{t}");
+        assert!(t.contains("| 6.00 / 6.00 | 5.00 / 3.30 |"), "{t}");
         assert!(
             t.lines()
                 .any(|l| l.starts_with("| kibbutz |") && l.contains("| - |")),

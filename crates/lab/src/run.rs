@@ -121,6 +121,10 @@ pub struct RunResult {
     pub ratio_to_bound: f64,
     /// Bulk goodput per sample interval, Mbit/s.
     pub throughput_mbps: Vec<f64>,
+    /// Bulk: what reached the primary's interfaces per sample interval, Mbit/s
+    /// ([`arrival_samples`]); empty for other workloads and for results written before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arrival_mbps: Vec<f64>,
     /// Per subflow into (for uploads: out of) the primary.
     pub subflows: Vec<SubflowResult>,
     /// Per link.
@@ -142,6 +146,14 @@ pub struct RunResult {
     /// CPU seconds of each mpbond daemon over the workload (MPBond §6.8); empty for schemes
     /// without daemons on the devices.
     pub cpu: Vec<DaemonCpu>,
+}
+
+impl SubflowResult {
+    /// Whether the link ends at the primary (a PS-Path or a pipe) rather than at a helper
+    /// (an HS-Path).
+    pub fn reaches_primary(&self) -> bool {
+        reaches_primary(&self.link)
+    }
 }
 
 /// Size of the endless file a bulk download reads.
@@ -624,6 +636,11 @@ pub fn run_one(
             Vec::new()
         },
         ratio_to_bound: ratio,
+        arrival_mbps: if kind == WorkloadKind::Bulk {
+            arrival_samples(&links, start_us, sample, samples.len())
+        } else {
+            Vec::new()
+        },
         throughput_mbps: if samples.is_empty() {
             samples_from_progress(&fetch.progress, sample)
         } else {
@@ -779,6 +796,43 @@ pub fn samples_from_progress(progress: &[(f64, u64)], sample: Duration) -> Vec<f
     out
 }
 
+/// The IP bytes of data packets that reached the primary's interfaces (its PS-Paths and
+/// pipes, toward it; retransmissions, copies and headers included) in each of `n` `sample`
+/// intervals from `start_us`, Mbit/s: the counterpart of a bulk download's goodput samples at
+/// the radios. A goodput sample counts what the application could read in order, so it is
+/// empty while the head of line is late on one path even if the others deliver; an arrival
+/// sample is not. MPBond §6.4 "measured the instantaneous throughput every 100ms" for its
+/// Figure 15 without saying at which of the two.
+pub fn arrival_samples(
+    links: &[crate::emu::LinkReport],
+    start_us: u64,
+    sample: Duration,
+    n: usize,
+) -> Vec<f64> {
+    let step_us = sample.as_micros().max(1) as u64;
+    let mut bytes = vec![0u64; n];
+    for l in links.iter().filter(|l| reaches_primary(&l.name)) {
+        for r in l.ba.records.iter().filter(|r| {
+            r.event == PacketEvent::Delivered && r.t_us >= start_us && r.size > DATA_PACKET_MIN
+        }) {
+            if let Some(b) = bytes.get_mut(((r.t_us - start_us) / step_us) as usize) {
+                *b += u64::from(r.size);
+            }
+        }
+    }
+    let dt = sample.as_secs_f64();
+    bytes.iter().map(|&b| b as f64 * 8.0 / dt / 1e6).collect()
+}
+
+/// Packets larger than this carry data (a pure ACK or a ping is smaller).
+const DATA_PACKET_MIN: u32 = 200;
+
+/// Whether a link ends at the primary (a PS-Path `ps`/`ps2` or a pipe `pNN`) rather than at a
+/// helper (an HS-Path `hsK`).
+fn reaches_primary(link: &str) -> bool {
+    link.starts_with('p')
+}
+
 /// Writes `link,dir,t_s,bytes,event` for every packet event from the workload's start on
 /// (`down` = toward the primary or the helper, `up` = away from it).
 fn write_packet_log(
@@ -822,7 +876,11 @@ fn subflow_results(links: &[LinkReport], start_us: u64, upload: bool) -> Vec<Sub
             let data: Vec<_> = dir
                 .records
                 .iter()
-                .filter(|r| r.event == PacketEvent::Delivered && r.t_us >= start_us && r.size > 200)
+                .filter(|r| {
+                    r.event == PacketEvent::Delivered
+                        && r.t_us >= start_us
+                        && r.size > DATA_PACKET_MIN
+                })
                 .collect();
             let mut progress = Vec::new();
             let mut total = 0u64;
@@ -1027,6 +1085,52 @@ fn start_mpbond(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Arrival samples count the data packets delivered toward the primary on its PS-Path
+    /// and pipes, in the interval they arrived: not ACKs, not the HS-Path (which ends at the
+    /// helper), not the other direction, nothing before the workload started or after the
+    /// last interval.
+    #[test]
+    fn arrival_samples_count_data_reaching_the_primary() {
+        use crate::emu::{DirReport, LinkReport, PacketRecord};
+        let rec = |t_us: u64, size: u32, event: PacketEvent| PacketRecord { t_us, size, event };
+        let dir = |records: Vec<PacketRecord>| DirReport {
+            records,
+            ..DirReport::default()
+        };
+        let start = 1_000_000;
+        let links = vec![
+            LinkReport {
+                name: "ps".into(),
+                // Toward the primary: two data packets in the first 100 ms, one in the third,
+                // an ACK-sized one, a drop, one before the start and one after the end.
+                ba: dir(vec![
+                    rec(start - 10, 1500, PacketEvent::Delivered),
+                    rec(start + 10_000, 1500, PacketEvent::Delivered),
+                    rec(start + 90_000, 1000, PacketEvent::Delivered),
+                    rec(start + 95_000, 66, PacketEvent::Delivered),
+                    rec(start + 150_000, 1500, PacketEvent::QueueDrop),
+                    rec(start + 250_000, 1500, PacketEvent::Delivered),
+                    rec(start + 300_000, 1500, PacketEvent::Delivered),
+                ]),
+                // Away from it: the primary's own uploads do not count.
+                ab: dir(vec![rec(start + 20_000, 1500, PacketEvent::Delivered)]),
+            },
+            LinkReport {
+                name: "hs1".into(),
+                ab: dir(vec![]),
+                ba: dir(vec![rec(start + 20_000, 1500, PacketEvent::Delivered)]),
+            },
+            LinkReport {
+                name: "p11".into(),
+                ab: dir(vec![]),
+                ba: dir(vec![rec(start + 120_000, 1250, PacketEvent::Delivered)]),
+            },
+        ];
+        let a = arrival_samples(&links, start, Duration::from_millis(100), 3);
+        let mbps = |bytes: f64| bytes * 8.0 / 0.1 / 1e6;
+        assert_eq!(a, vec![mbps(2500.0), mbps(1250.0), mbps(1500.0)]);
+    }
 
     #[test]
     fn samples_cover_the_transfer_and_sum_to_its_bytes() {
