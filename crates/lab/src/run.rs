@@ -802,16 +802,21 @@ pub fn samples_from_progress(progress: &[(f64, u64)], sample: Duration) -> Vec<f
 /// the radios. A goodput sample counts what the application could read in order, so it is
 /// empty while the head of line is late on one path even if the others deliver; an arrival
 /// sample is not. MPBond §6.4 "measured the instantaneous throughput every 100ms" for its
-/// Figure 15 without saying at which of the two.
+/// Figure 15 without saying at which of the two. Empty (no value) if the emulator's log of
+/// one of those links hit its cap, rather than samples that silently miss its end.
 pub fn arrival_samples(
     links: &[crate::emu::LinkReport],
     start_us: u64,
     sample: Duration,
     n: usize,
 ) -> Vec<f64> {
+    let into_primary = || links.iter().filter(|l| reaches_primary(&l.name));
+    if into_primary().any(|l| l.ba.truncated) {
+        return Vec::new();
+    }
     let step_us = sample.as_micros().max(1) as u64;
     let mut bytes = vec![0u64; n];
-    for l in links.iter().filter(|l| reaches_primary(&l.name)) {
+    for l in into_primary() {
         for r in l.ba.records.iter().filter(|r| {
             r.event == PacketEvent::Delivered && r.t_us >= start_us && r.size > DATA_PACKET_MIN
         }) {
@@ -1130,6 +1135,10 @@ mod tests {
         let a = arrival_samples(&links, start, Duration::from_millis(100), 3);
         let mbps = |bytes: f64| bytes * 8.0 / 0.1 / 1e6;
         assert_eq!(a, vec![mbps(2500.0), mbps(1250.0), mbps(1500.0)]);
+        // A log that hit its cap gives no samples rather than short ones.
+        let mut capped = links;
+        capped[2].ba.truncated = true;
+        assert!(arrival_samples(&capped, start, Duration::from_millis(100), 3).is_empty());
     }
 
     #[test]
