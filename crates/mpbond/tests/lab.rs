@@ -9,8 +9,8 @@ use std::sync::Mutex;
 /// another test's live namespaces would spoil (and the 2-core machine runs them best alone).
 static LAB: Mutex<()> = Mutex::new(());
 
-/// Runs `mpbond lab run` on a scenario with `--check` and returns its runs.
-fn lab_run(name: &str) -> Vec<serde_json::Value> {
+/// Runs `mpbond lab run` on a scenario with `--check` and returns its runs and its report.
+fn lab_run(name: &str) -> (Vec<serde_json::Value>, String) {
     let out = std::env::temp_dir().join(format!("mpbond-lab-{name}-{}", std::process::id()));
     let scenario = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
     let r = Command::new(env!("CARGO_BIN_EXE_mpbond"))
@@ -28,7 +28,7 @@ fn lab_run(name: &str) -> Vec<serde_json::Value> {
         &std::fs::read(out.join("results.json")).expect("results.json written"),
     )
     .expect("valid JSON");
-    assert!(out.join("report.md").exists());
+    let report = std::fs::read_to_string(out.join("report.md")).expect("report.md written");
     for plot in std::fs::read_dir(&out).expect("out dir") {
         let p = plot.expect("entry").path();
         if p.extension().is_some_and(|e| e == "svg") {
@@ -37,7 +37,7 @@ fn lab_run(name: &str) -> Vec<serde_json::Value> {
         }
     }
     let _ = std::fs::remove_dir_all(&out);
-    results.as_array().expect("a list of runs").clone()
+    (results.as_array().expect("a list of runs").clone(), report)
 }
 
 fn run_of<'a>(runs: &'a [serde_json::Value], scheme: &str) -> &'a serde_json::Value {
@@ -72,7 +72,7 @@ fn namespaces() -> String {
 fn every_scheme_and_workload_delivers_intact_bytes_and_cleans_up() {
     let _one = LAB.lock().unwrap_or_else(|p| p.into_inner());
     let before = namespaces();
-    let runs = lab_run("smoke");
+    let (runs, _) = lab_run("smoke");
     for scheme in [
         "single",
         "kibbutz",
@@ -115,21 +115,42 @@ fn every_scheme_and_workload_delivers_intact_bytes_and_cleans_up() {
     let wl = run_of(&runs, "mptcp-wifi-lte");
     assert!(link_bytes(wl, "ps2", "down") > 100_000, "no data over ps2");
 
-    let up = lab_run("smoke-upload");
+    let (up, _) = lab_run("smoke-upload");
     for r in &up {
         assert_eq!(r["intact"], true, "{r}");
         assert_eq!(r["workload"], "upload");
     }
     assert!(link_bytes(run_of(&up, "mpbond"), "p1", "up") > 100_000);
 
-    for r in lab_run("smoke-bulk") {
+    let (bulk, report) = lab_run("smoke-bulk");
+    for r in bulk {
         assert_eq!(r["intact"], true, "{r}");
         let samples = r["throughput_mbps"].as_array().expect("samples");
         assert_eq!(samples.len(), 30, "3 s in 100 ms samples");
         // 13 Mbit/s is the physical limit; a working scheme gets well above one path's 8.
         let mean = r["mean_mbps"].as_f64().expect("mean");
         assert!(mean > 8.0 && mean < 13.0, "{}: {mean}", r["scheme"]);
+        // What reached the primary's interfaces, in the same intervals: at least the
+        // goodput (headers and any copies on top), at most what its PS-Path and pipe carry.
+        let arrivals: Vec<f64> = r["arrival_mbps"]
+            .as_array()
+            .expect("arrival samples")
+            .iter()
+            .map(|x| x.as_f64().expect("a number"))
+            .collect();
+        assert_eq!(arrivals.len(), 30);
+        let arrived = arrivals.iter().sum::<f64>() / 30.0;
+        assert!(
+            arrived >= mean * 0.98 && arrived <= 13.0 * 1.02,
+            "{}: {arrived} Mbit/s arrived for {mean} Mbit/s of goodput",
+            r["scheme"]
+        );
     }
+    // `lab run` judges the scenario's claims in its report.
+    assert!(
+        report.contains("## The paper's claims") && report.contains("p5_arrival_mbps mpbond"),
+        "{report}"
+    );
     assert_eq!(before, namespaces(), "namespaces left behind");
 }
 

@@ -132,8 +132,9 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                 .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
             let out = a
                 .out
-                .unwrap_or_else(|| PathBuf::from("lab-results").join(stem));
+                .unwrap_or_else(|| PathBuf::from("lab-results").join(&stem));
             let results = execute(&sc, &out, a.packets)?;
+            claims_report(&sc, &stem, &results, &out)?;
             if a.check {
                 let bad: Vec<String> = results
                     .iter()
@@ -153,6 +154,33 @@ pub fn run(cmd: LabCmd) -> Result<()> {
         }
         LabCmd::Paper(a) => paper(a),
     }
+}
+
+/// The scenario's `[[claim]]`s judged on one `lab run`'s results, printed and appended to
+/// its report, so a single experiment shows its verdicts without the whole `lab paper`
+/// suite. A claim on a scheme the run left out (`--schemes`) says "not run".
+fn claims_report(
+    sc: &Scenario,
+    stem: &str,
+    results: &[RunResult],
+    out: &std::path::Path,
+) -> Result<()> {
+    if sc.claims.is_empty() {
+        return Ok(());
+    }
+    let outcomes = sc
+        .claims
+        .iter()
+        .map(|c| Ok((stem.to_string(), mpbond_lab::claim::evaluate(c, results)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let table = mpbond_lab::claim::table(&outcomes);
+    let path = out.join("report.md");
+    let mut md = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    md.push_str(&format!("\n## The paper's claims\n\n{table}"));
+    std::fs::write(&path, md).with_context(|| format!("cannot write {}", path.display()))?;
+    print!("\n{table}");
+    Ok(())
 }
 
 /// `mpbond lab paper`: every experiment file in order, then the summary of claims.
