@@ -14,7 +14,7 @@ use mpbond_lab::scheme::Scheme;
 #[derive(Subcommand, Debug)]
 pub enum LabCmd {
     /// Run a scenario file: every scheme, size and repetition; write results.json, report.md
-    /// and SVG plots.
+    /// and SVG plots, and judge the file's `[[claim]]`s (if any) on the results.
     Run(RunArgs),
     /// The demo: MPBond's common setting (PS 8, HS 10, pipe 5 Mbps), single vs kibbutz vs
     /// mpbond, in under 2 minutes.
