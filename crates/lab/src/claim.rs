@@ -167,21 +167,15 @@ impl Metric {
 
     /// The value over several runs: the mean, or the pooled quantile.
     pub fn of_runs(self, rs: &[&RunResult]) -> f64 {
-        let pooled = || -> Vec<f64> {
-            rs.iter()
-                .flat_map(|r| r.throughput_mbps.iter().copied())
-                .collect()
-        };
-        let arrivals = || -> Vec<f64> {
-            rs.iter()
-                .flat_map(|r| r.arrival_mbps.iter().copied())
-                .collect()
+        // Samples pooled over the runs: the goodput's or the arrivals'.
+        let pooled = |of: fn(&RunResult) -> &[f64]| -> Vec<f64> {
+            rs.iter().flat_map(|r| of(r).iter().copied()).collect()
         };
         match self {
-            Metric::MedianMbps => quantile(&pooled(), 0.5),
-            Metric::P5Mbps => quantile(&pooled(), 0.05),
-            Metric::MedianArrivalMbps => quantile(&arrivals(), 0.5),
-            Metric::P5ArrivalMbps => quantile(&arrivals(), 0.05),
+            Metric::MedianMbps => quantile(&pooled(|r| &r.throughput_mbps), 0.5),
+            Metric::P5Mbps => quantile(&pooled(|r| &r.throughput_mbps), 0.05),
+            Metric::MedianArrivalMbps => quantile(&pooled(|r| &r.arrival_mbps), 0.5),
+            Metric::P5ArrivalMbps => quantile(&pooled(|r| &r.arrival_mbps), 0.05),
             m => mean_sd(&rs.iter().filter_map(|r| m.of_run(r)).collect::<Vec<_>>()).0,
         }
     }

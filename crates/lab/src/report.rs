@@ -194,34 +194,18 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
                 let all = pooled(rs);
                 let (med, p5) = (quantile(&all, 0.5), quantile(&all, 0.05));
                 let b = mean_sd(&rs.iter().map(|r| r.bound_mbps).collect::<Vec<_>>()).0;
-                let fluid: Vec<f64> = rs
-                    .iter()
-                    .flat_map(|r| r.bound_samples_mbps.iter().copied())
-                    .collect();
-                let fluid = if fluid.is_empty() {
-                    "-".to_string()
-                } else {
-                    format!(
-                        "{:.2} / {:.2}",
-                        quantile(&fluid, 0.5),
-                        quantile(&fluid, 0.05)
-                    )
+                // The fluid's samples (what the links offered) and what reached the
+                // primary's interfaces (`run::arrival_samples`), beside the goodput's.
+                let median_p5 = |of: fn(&RunResult) -> &[f64]| {
+                    let v: Vec<f64> = rs.iter().flat_map(|r| of(r).iter().copied()).collect();
+                    if v.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{:.2} / {:.2}", quantile(&v, 0.5), quantile(&v, 0.05))
+                    }
                 };
-                // What reached the primary's interfaces, beside the goodput samples
-                // (`run::arrival_samples`).
-                let arrivals: Vec<f64> = rs
-                    .iter()
-                    .flat_map(|r| r.arrival_mbps.iter().copied())
-                    .collect();
-                let arrivals = if arrivals.is_empty() {
-                    "-".to_string()
-                } else {
-                    format!(
-                        "{:.2} / {:.2}",
-                        quantile(&arrivals, 0.5),
-                        quantile(&arrivals, 0.05)
-                    )
-                };
+                let fluid = median_p5(|r| &r.bound_samples_mbps);
+                let arrivals = median_p5(|r| &r.arrival_mbps);
                 let ratio = mean_sd(&rs.iter().map(|r| r.ratio_to_bound).collect::<Vec<_>>()).0;
                 let e = mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>()).0;
                 let _ = writeln!(
