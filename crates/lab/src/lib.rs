@@ -4,6 +4,7 @@
 //! delay, queue, loss, changes, in user space on TUN devices because this kernel has no
 //! netem), and the programs are real: the mpbond daemons, the kernel's MPTCP, HTTP.
 
+pub mod bounds;
 pub mod claim;
 pub mod combine;
 pub mod cpu;

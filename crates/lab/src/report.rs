@@ -138,7 +138,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
         } else if first.workload == WorkloadKind::Video {
             let _ = writeln!(
                 o,
-                "| scheme | runs | mean bitrate (Mbit/s) | stall ratio | fluid bound | stall (s) | startup (s) | switches | transfer energy (J) | intact |"
+                "| scheme | runs | mean bitrate (Mbit/s) | stall ratio | fluid / window-limited bound | stall (s) | startup (s) | switches | transfer energy (J) | intact |"
             );
             let _ = writeln!(o, "|{}", " --- |".repeat(10));
             for (s, rs) in &groups {
@@ -152,15 +152,23 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
                 let (br, brsd) = v(|x| x.mean_bitrate_mbps);
                 let (sr, srsd) = v(|x| x.stall_ratio);
                 let e = mean_sd(&rs.iter().map(|r| r.transfer_energy_j).collect::<Vec<_>>()).0;
-                let bounds: Vec<f64> = rs
-                    .iter()
-                    .filter_map(|r| r.video.as_ref().and_then(|v| v.stall_ratio_bound))
-                    .collect();
-                let bound = if bounds.is_empty() {
-                    "-".to_string()
-                } else {
-                    format!("{:.0}%", mean_sd(&bounds).0 * 100.0)
+                // Mean over the runs of a bound, "-" where the runs have none.
+                let mean_bound = |f: fn(&crate::video::VideoStats) -> Option<f64>| {
+                    let b: Vec<f64> = rs
+                        .iter()
+                        .filter_map(|r| r.video.as_ref().and_then(f))
+                        .collect();
+                    if b.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format!("{:.0}%", mean_sd(&b).0 * 100.0)
+                    }
                 };
+                let bound = format!(
+                    "{} / {}",
+                    mean_bound(|v| v.stall_ratio_bound),
+                    mean_bound(|v| v.stall_ratio_window_bound)
+                );
                 let _ = writeln!(
                     o,
                     "| {s} | {} | {br:.2} ± {brsd:.2} | {:.0}% ± {:.0} | {bound} | {:.1} | {:.1} | {:.1} | {e:.1} | {}/{} |",

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use mpbond_daemon::keys::KeyPair;
 use mpbond_sim::fluid::{
-    arrival_times, delivered_per_sample, lower_bound, max_delivered, FluidPath,
+    arrival_times, delivered_per_sample, lower_bound, max_delivered, AckLink, Feedback, FluidPath,
 };
+use mpbond_sim::link::LinkConfig;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -233,13 +234,22 @@ impl Drop for Server {
 /// The fluid paths a scheme can use: the PS-Path, `ps2` for `mptcp-wifi-lte`, and the first
 /// `helpers` helper paths (HS then pipe for downloads, pipe then HS for uploads).
 /// `topo` must have its time 0 at the request (`Scenario::topology(Duration::ZERO)`).
+/// With a `window`, each hop's acknowledgements ride its link's other direction
+/// (`mpbond_sim::fluid`'s window-limited bound).
 fn with_paths<T>(
     topo: &TopologySpec,
     scheme: Scheme,
     upload: bool,
+    window: Option<u64>,
     f: impl FnOnce(&[FluidPath<'_>]) -> T,
 ) -> T {
-    let dir = |l: &crate::topo::LinkParams| if upload { l.up.clone() } else { l.down.clone() };
+    let dir = |l: &crate::topo::LinkParams| {
+        if upload {
+            (l.up.clone(), l.down.clone())
+        } else {
+            (l.down.clone(), l.up.clone())
+        }
+    };
     let ps = dir(&topo.ps);
     let ps2 = topo.ps2.as_ref().map(dir);
     let helpers = scheme.helpers_used(topo.helpers.len());
@@ -249,34 +259,62 @@ fn with_paths<T>(
         .take(helpers)
         .map(|h| (dir(&h.hs), dir(&h.pipes[0])))
         .collect();
-    let mut paths = vec![FluidPath {
-        wan: &ps.rate,
-        wan_delay: ps.delay,
-        pipe: None,
-    }];
-    if let (Kind::MptcpWifiLte, Some(p2)) = (scheme.kind, &ps2) {
-        paths.push(FluidPath {
-            wan: &p2.rate,
-            wan_delay: p2.delay,
+    fn ack(l: &LinkConfig) -> AckLink<'_> {
+        AckLink {
+            link: &l.rate,
+            delay: l.delay,
+        }
+    }
+    fn direct(l: &(LinkConfig, LinkConfig), window: Option<u64>) -> FluidPath<'_> {
+        FluidPath {
+            wan: &l.0.rate,
+            wan_delay: l.0.delay,
             pipe: None,
-        });
+            feedback: window.map(|window| Feedback {
+                wan: ack(&l.1),
+                pipe: None,
+                window,
+            }),
+        }
+    }
+    let mut paths = vec![direct(&ps, window)];
+    if let (Kind::MptcpWifiLte, Some(p2)) = (scheme.kind, &ps2) {
+        paths.push(direct(p2, window));
     }
     for (hs, pipe) in &hp {
         let (first, second) = if upload { (pipe, hs) } else { (hs, pipe) };
         paths.push(FluidPath {
-            wan: &first.rate,
-            wan_delay: first.delay,
-            pipe: Some((&second.rate, second.delay)),
+            wan: &first.0.rate,
+            wan_delay: first.0.delay,
+            pipe: Some((&second.0.rate, second.0.delay)),
+            feedback: window.map(|window| Feedback {
+                wan: ack(&first.1),
+                pipe: Some(ack(&second.1)),
+                window,
+            }),
         });
     }
     f(&paths)
 }
 
+/// The window the window-limited bounds give every sender (`mpbond_sim::fluid`): Linux's
+/// default `tcp_wmem` maximum, 4 MiB, which the testbed sets in every namespace
+/// (`topo::SEND_BUFFER_MAX`). A TCP sender's socket buffer holds its unacknowledged bytes,
+/// so no scheme in the lab keeps more than this in flight on one hop.
+pub const WINDOW_BOUND: u64 = crate::topo::SEND_BUFFER_MAX;
+
 /// The fluid lower bound for moving `size` payload bytes with `scheme`: the paths' IP
 /// capacity carries payload at [`PAYLOAD_SHARE`], plus the request's trip to the origin.
-pub fn bound(topo: &TopologySpec, scheme: Scheme, size: u64, upload: bool) -> f64 {
+/// With a `window`, the window-limited bound.
+pub fn bound(
+    topo: &TopologySpec,
+    scheme: Scheme,
+    size: u64,
+    upload: bool,
+    window: Option<u64>,
+) -> f64 {
     let ip_bytes = (size as f64 / PAYLOAD_SHARE).ceil() as u64;
-    let t = with_paths(topo, scheme, upload, |p| {
+    let t = with_paths(topo, scheme, upload, window, |p| {
         lower_bound(ip_bytes, p, Duration::from_secs(600))
     });
     // A download waits for the request to reach the origin; an upload for the answer.
@@ -287,23 +325,31 @@ pub fn bound(topo: &TopologySpec, scheme: Scheme, size: u64, upload: bool) -> f6
     }
 }
 
-/// The fluid upper bound on a bulk download's mean payload goodput over `duration`, Mbit/s.
-pub fn bound_mbps(topo: &TopologySpec, scheme: Scheme, duration: Duration) -> f64 {
-    let bytes = with_paths(topo, scheme, false, |p| max_delivered(p, duration));
+/// The fluid upper bound on a bulk download's mean payload goodput over `duration`, Mbit/s
+/// (with a `window`, the window-limited one).
+pub fn bound_mbps(
+    topo: &TopologySpec,
+    scheme: Scheme,
+    duration: Duration,
+    window: Option<u64>,
+) -> f64 {
+    let bytes = with_paths(topo, scheme, false, window, |p| max_delivered(p, duration));
     bytes * PAYLOAD_SHARE * 8.0 / duration.as_secs_f64() / 1e6
 }
 
 /// The fluid payload goodput of a bulk download in each `sample` interval, Mbit/s
 /// (`mpbond_sim::fluid::delivered_per_sample`): its median and 5th percentile bound what a
-/// scheme's goodput samples can reach when no path ever blocks the receiver.
+/// scheme's goodput samples can reach when no path ever blocks the receiver (with a
+/// `window`, when no window-based sender does).
 pub fn bound_samples_mbps(
     topo: &TopologySpec,
     scheme: Scheme,
     duration: Duration,
     sample: Duration,
+    window: Option<u64>,
 ) -> Vec<f64> {
     let per_s = PAYLOAD_SHARE * 8.0 / sample.as_secs_f64() / 1e6;
-    with_paths(topo, scheme, false, |p| {
+    with_paths(topo, scheme, false, window, |p| {
         delivered_per_sample(p, duration, sample)
     })
     .into_iter()
@@ -311,14 +357,18 @@ pub fn bound_samples_mbps(
     .collect()
 }
 
-/// The least stall ratio a one-rung video could have over `scheme`'s paths: the player's
-/// clock fed each segment at the fluid bound of its cumulative size (payload at
+/// The least stall ratio a one-rung video could have over `scheme`'s paths with playback
+/// from `start_s` (a run's own startup; `None`: as early as the player may): a greedy
+/// player fed each segment at the fluid bound of its cumulative size (payload at
 /// [`PAYLOAD_SHARE`]) plus the request's trip to the origin (`crate::video::stall_bound`).
-/// `None` for an adaptive ladder, whose bound would depend on the rungs chosen.
+/// `None` for an adaptive ladder, whose bound would depend on the rungs chosen. With a
+/// `window`, the arrivals are the window-limited bound's.
 pub fn video_stall_bound(
     sc: &Scenario,
     topo: &TopologySpec,
     scheme: Scheme,
+    window: Option<u64>,
+    start_s: Option<f64>,
 ) -> anyhow::Result<Option<f64>> {
     let p = sc.player()?;
     let [rate] = p.ladder[..] else {
@@ -331,14 +381,14 @@ pub fn video_stall_bound(
         .collect();
     let horizon = Duration::from_secs_f64((p.video_s * 20.0).clamp(60.0, 3600.0));
     let request = topo.ps.up.delay.as_secs_f64();
-    let arrivals: Vec<f64> = with_paths(topo, scheme, false, |paths| {
+    let arrivals: Vec<f64> = with_paths(topo, scheme, false, window, |paths| {
         arrival_times(&marks, paths, horizon)
     })
     .into_iter()
     .map(|t| t + request)
     .collect();
     Ok(Some(
-        crate::video::stall_bound(&arrivals, p.segment_s) / p.video_s,
+        crate::video::stall_bound(&arrivals, p.segment_s, start_s) / p.video_s,
     ))
 }
 
@@ -588,17 +638,22 @@ pub fn run_one(
     drop(tb);
     let topo0 = sc.topology(Duration::ZERO, rep)?;
     let (lb, bmbps) = match kind {
-        WorkloadKind::Bulk | WorkloadKind::Video => {
-            (duration.as_secs_f64(), bound_mbps(&topo0, scheme, duration))
-        }
+        WorkloadKind::Bulk | WorkloadKind::Video => (
+            duration.as_secs_f64(),
+            bound_mbps(&topo0, scheme, duration, None),
+        ),
         _ => {
-            let lb = bound(&topo0, scheme, size, upload);
+            let lb = bound(&topo0, scheme, size, upload, None);
             (lb, size as f64 * 8.0 / lb / 1e6)
         }
     };
     let mut video = video;
     if let (Some(v), WorkloadKind::Video) = (video.as_mut(), kind) {
-        v.stall_ratio_bound = video_stall_bound(sc, &topo0, scheme)?;
+        // Held against the run's own startup: a later start can stall less.
+        let start = Some(v.startup_s);
+        v.stall_ratio_bound = video_stall_bound(sc, &topo0, scheme, None, start)?;
+        v.stall_ratio_window_bound =
+            video_stall_bound(sc, &topo0, scheme, Some(WINDOW_BOUND), start)?;
     }
     let mean_mbps = fetch.bytes as f64 * 8.0 / fetch.seconds / 1e6;
     let ratio = match kind {
@@ -631,7 +686,7 @@ pub fn run_one(
         lower_bound_s: lb,
         bound_mbps: bmbps,
         bound_samples_mbps: if kind == WorkloadKind::Bulk {
-            bound_samples_mbps(&topo0, scheme, duration, sample)
+            bound_samples_mbps(&topo0, scheme, duration, sample, None)
         } else {
             Vec::new()
         },

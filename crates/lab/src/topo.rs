@@ -20,6 +20,11 @@ use crate::emu::{Emulator, LinkSpec};
 use crate::netns::{Namespaces, NetError};
 use crate::tun::Tun;
 
+/// The largest send buffer TCP autotuning may give a socket in every namespace
+/// (`net.ipv4.tcp_wmem`'s maximum, Linux's default): it holds a sender's unacknowledged
+/// bytes, so it bounds any transport's window (`run::WINDOW_BOUND`).
+pub const SEND_BUFFER_MAX: u64 = 4 << 20;
+
 /// Both directions of one link.
 #[derive(Clone, Debug)]
 pub struct LinkParams {
@@ -150,8 +155,11 @@ impl Testbed {
         // differently on drop-tail queues and LTE traces).
         crate::netns::allow_congestion(&spec.cc)?;
         let setting = format!("net.ipv4.tcp_congestion_control={}", spec.cc);
+        // Kernel defaults for the send buffer, whatever the host set: the window-limited
+        // bound (`run::WINDOW_BOUND`) holds every sender to its maximum.
+        let wmem = format!("net.ipv4.tcp_wmem=4096 16384 {SEND_BUFFER_MAX}");
         for n in ns.names() {
-            let set = ["ip", "netns", "exec", n, "sysctl", "-qw", &setting];
+            let set = ["ip", "netns", "exec", n, "sysctl", "-qw", &setting, &wmem];
             if crate::netns::sh(&set).is_err() {
                 // Someone may have shrunk the allowed list since: allow it again, once.
                 crate::netns::allow_congestion(&spec.cc)?;

@@ -60,30 +60,46 @@ pub struct VideoStats {
     pub switches: usize,
     /// Segments fetched.
     pub segments: usize,
-    /// The least stall ratio any scheme could have on this run's links, for a one-rung
-    /// ladder ([`stall_bound`]); `None` for an adaptive ladder.
+    /// The least stall ratio any scheme could have on this run's links with playback from
+    /// this run's startup, for a one-rung ladder ([`stall_bound`]); `None` for an adaptive
+    /// ladder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall_ratio_bound: Option<f64>,
+    /// The same with the window-limited bound (`run::WINDOW_BOUND` per hop, acknowledgements
+    /// on the uplinks): the least a window-based transport could have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_ratio_window_bound: Option<f64>,
 }
 
-/// The least stall this player can have when segment `i` arrives at `arrivals[i]` seconds at
-/// the earliest (the links' fluid bound, `mpbond_sim::fluid::arrival_times`, for the
-/// cumulative sizes of a one-rung ladder): the same playback clock as [`Player::play`], fed
-/// the earliest possible arrivals. Segments then arrive back to back, which also ignores
-/// the 50 s buffer cap and the request round trips, so no real run can stall less. Returns
-/// the stall time in seconds.
-pub fn stall_bound(arrivals: &[f64], segment_s: f64) -> f64 {
-    let mut pb = Playback::default();
-    let mut last = 0.0;
+/// A lower bound on the stall, in seconds, of a player whose playback starts at `start_s`
+/// when segment `i` can arrive at `arrivals[i]` seconds at the earliest (the links' fluid
+/// bound, `mpbond_sim::fluid::arrival_times`, for the cumulative sizes of a one-rung ladder).
+///
+/// The bound plays greedily: from `start_s` on it plays whatever has arrived and waits only
+/// for the next segment, so segment `i` ends at `F_i = max(F_(i-1), arrivals[i]) +
+/// segment_s` and the stall is `F_n - start_s - n × segment_s`. [`Player::play`] can only
+/// stall more: its segments arrive no earlier, and after a stall it waits for 5 s of buffer
+/// where the greedy player resumes at once. The start matters, because startup is not
+/// stall: a player that starts later can stall less, so a run is held against the bound
+/// from its own startup time. `None` starts as early as [`Player::play`] could, when
+/// 2.5 s of video have arrived (the least stall of a player that starts as soon as it may;
+/// a reference, not a bound on every run). Infinite when a segment never arrives.
+pub fn stall_bound(arrivals: &[f64], segment_s: f64, start_s: Option<f64>) -> f64 {
+    let start = match start_s {
+        Some(s) => s,
+        None => {
+            let k = ((START_S / segment_s).ceil() as usize).clamp(1, arrivals.len().max(1));
+            arrivals.get(k - 1).copied().unwrap_or(0.0)
+        }
+    };
+    let mut end = start;
     for &t in arrivals {
         if !t.is_finite() {
             return f64::INFINITY;
         }
-        pb.advance((t - last).max(0.0));
-        last = t.max(last);
-        pb.add(segment_s);
+        end = end.max(t) + segment_s;
     }
-    pb.stall_s
+    (end - start - arrivals.len() as f64 * segment_s).max(0.0)
 }
 
 /// Player parameters (see the module text for where the defaults come from).
@@ -244,6 +260,7 @@ impl Player {
             switches,
             segments: n,
             stall_ratio_bound: None,
+            stall_ratio_window_bound: None,
         };
         let fetch = Fetch {
             bytes,
@@ -270,20 +287,61 @@ pub async fn stream(
 mod tests {
     use super::*;
 
+    /// The stall of [`Player::play`]'s playback clock for these arrivals (segments of
+    /// `segment_s`), to hold the bound against.
+    fn player_stall(arrivals: &[f64], segment_s: f64) -> (f64, f64) {
+        let mut pb = Playback::default();
+        let mut last = 0.0;
+        for &t in arrivals {
+            pb.advance(t - last);
+            last = t;
+            pb.add(segment_s);
+        }
+        (pb.stall_s, pb.startup_s)
+    }
+
     #[test]
-    fn the_stall_bound_plays_the_earliest_arrivals() {
-        // 2 s segments arriving every 2 s from t = 2: playback starts at 4 s (2.5 s
+    fn the_stall_bound_plays_the_earliest_arrivals_greedily() {
+        // 2 s segments arriving every 2 s from t = 2: playback can start at 4 s (2.5 s
         // buffered) and never runs dry.
         let steady: Vec<f64> = (1..=10).map(|i| 2.0 * i as f64).collect();
-        assert_eq!(stall_bound(&steady, 2.0), 0.0);
-        // Every 3 s: playback starts at 6 s with 4 s buffered, drains at 10 s, and each
-        // restart needs 5 s (3 segments).
+        assert_eq!(stall_bound(&steady, 2.0, None), 0.0);
+        // Every 3 s: the earliest start is 6 s (two segments); the greedy player waits 1 s
+        // before segments 5 and 6 (it reaches their starts at 14 and 17 s).
         let slow: Vec<f64> = (1..=6).map(|i| 3.0 * i as f64).collect();
-        let s = stall_bound(&slow, 2.0);
-        assert!(s > 0.0 && s < 18.0, "{s}");
+        assert!((stall_bound(&slow, 2.0, None) - 2.0).abs() < 1e-9);
+        // Started at 8 s it never waits; started at 0 it waits for the first segment too.
+        assert_eq!(stall_bound(&slow, 2.0, Some(8.0)), 0.0);
+        assert!((stall_bound(&slow, 2.0, Some(0.0)) - 8.0).abs() < 1e-9);
         let mut never = steady.clone();
         never.push(f64::INFINITY);
-        assert!(stall_bound(&never, 2.0).is_infinite());
+        assert!(stall_bound(&never, 2.0, None).is_infinite());
+    }
+
+    /// The bound never exceeds the player's own stall on the same arrivals from the same
+    /// start, whatever the arrivals (its restart threshold only adds waiting).
+    #[test]
+    fn the_stall_bound_is_below_the_players_stall() {
+        let mut x: u64 = 7;
+        for case in 0..200 {
+            let mut t = 0.0;
+            let arrivals: Vec<f64> = (0..30)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    t += (x >> 33) as f64 / (1u64 << 31) as f64 * 4.0;
+                    t
+                })
+                .collect();
+            let (stall, startup) = player_stall(&arrivals, 2.0);
+            let bound = stall_bound(&arrivals, 2.0, Some(startup));
+            assert!(
+                bound <= stall + 1e-9,
+                "case {case}: bound {bound} > stall {stall}"
+            );
+            assert!(bound >= 0.0);
+        }
     }
 
     #[test]

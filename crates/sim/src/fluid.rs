@@ -12,7 +12,20 @@
 //! With constant rates and equal delays this is `size / (PS + Σ min(HS, pipe)) + delay`; it
 //! stays exact (to the grid step) when rates change or follow traces, where the helper buffer
 //! lets a fast HS-Path run ahead of a slow pipe and catch up later.
+//!
+//! **The window-limited bound.** The fluid assumes a sender always knows it may send. A
+//! window-based transport (every TCP, and so every scheme of MPBond §6) keeps at most a
+//! window `W` of bytes unacknowledged, and its acknowledgements ride the reverse link: an
+//! LTE uplink that delivers nothing for seconds (the traces of `../shared/traces` have
+//! such outages) stops every sender on that path once `W` is out, whatever the downlink
+//! offers. With a [`Feedback`] each hop's sender obeys `S(t) <= S(o - OWD) + W`, where `o`
+//! is the last delivery opportunity of the reverse link at or before `t - OWD_rev` (the
+//! newest acknowledgement the sender can have: it left the receiver at `o` and covers what
+//! had arrived there). Acknowledgements are free otherwise (cumulative, never delayed, never
+//! queued behind other traffic), so this too is a bound no real run can beat when `W` is at
+//! least the transport's largest window.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use mpbond_core::Time;
@@ -28,6 +41,29 @@ pub struct FluidPath<'a> {
     pub wan_delay: Duration,
     /// The pipe, for a helper path.
     pub pipe: Option<(&'a RateProfile, Duration)>,
+    /// Where the acknowledgements go, for the window-limited bound; `None`: the plain fluid,
+    /// whose senders never wait for feedback.
+    pub feedback: Option<Feedback<'a>>,
+}
+
+/// The reverse link of one hop: its delivery opportunities carry the hop's acknowledgements.
+#[derive(Clone, Copy, Debug)]
+pub struct AckLink<'a> {
+    /// The link (a download's uplink).
+    pub link: &'a RateProfile,
+    /// Its one-way propagation delay.
+    pub delay: Duration,
+}
+
+/// The feedback of a path's hops for the window-limited bound (module text).
+#[derive(Clone, Copy, Debug)]
+pub struct Feedback<'a> {
+    /// The WAN link's return path.
+    pub wan: AckLink<'a>,
+    /// The pipe's return path (helper paths; `None`: the pipe's sender never waits).
+    pub pipe: Option<AckLink<'a>>,
+    /// The most bytes a hop's sender keeps unacknowledged.
+    pub window: u64,
 }
 
 /// Grid step of the computation.
@@ -104,48 +140,134 @@ pub fn delivered_per_sample(
 /// Steps through `[0, horizon]`, telling `step` the bytes all paths have delivered by each
 /// grid point, while it returns true.
 fn walk(paths: &[FluidPath<'_>], horizon: Duration, mut step: impl FnMut(usize, f64) -> bool) {
-    let dt = STEP.as_secs_f64();
-    let steps = (horizon.as_secs_f64() / dt).ceil() as usize;
-    let at = |k: usize| Time::from_secs_f64(k as f64 * dt);
-    let lag = |d: Duration| (d.as_secs_f64() / dt).round() as usize;
-    // Per helper path: the buffer output D at each step (in helper time).
-    let mut outputs: Vec<Vec<f64>> = paths.iter().map(|_| Vec::new()).collect();
+    let steps = (horizon.as_secs_f64() / STEP.as_secs_f64()).ceil() as usize;
+    let mut hops: Vec<(Hop<'_>, Option<Hop<'_>>)> = paths
+        .iter()
+        .map(|p| {
+            let fb = p.feedback;
+            let wan = Hop::new(p.wan, p.wan_delay, fb.map(|f| (f.wan, f.window)));
+            let pipe = p.pipe.map(|(link, delay)| {
+                Hop::new(link, delay, fb.and_then(|f| f.pipe.map(|a| (a, f.window))))
+            });
+            (wan, pipe)
+        })
+        .collect();
     for k in 0..=steps {
         let mut total = 0.0;
-        for (j, p) in paths.iter().enumerate() {
-            match p.pipe {
-                None => {
-                    let l = lag(p.wan_delay);
-                    if k >= l {
-                        total += p.wan.cumulative_bytes(at(k - l));
-                    }
-                }
-                Some((pipe, pipe_delay)) => {
-                    let l_in = lag(p.wan_delay);
-                    let arrived = if k >= l_in {
-                        p.wan.cumulative_bytes(at(k - l_in))
-                    } else {
-                        0.0
-                    };
-                    let out = &mut outputs[j];
-                    let d = match out.last() {
-                        None => arrived.min(pipe.cumulative_bytes(at(0))),
-                        Some(&prev) => {
-                            let served =
-                                pipe.cumulative_bytes(at(k)) - pipe.cumulative_bytes(at(k - 1));
-                            arrived.min(prev + served)
-                        }
-                    };
-                    out.push(d);
-                    let l_out = lag(pipe_delay);
-                    if k >= l_out {
-                        total += out[k - l_out];
-                    }
-                }
-            }
+        for (wan, pipe) in &mut hops {
+            // The origin side has the whole download from time 0.
+            let reached = wan.step(k, f64::INFINITY);
+            total += match pipe {
+                None => reached,
+                // The helper forwards what has reached it (the buffer of MPBond §4.2).
+                Some(pipe) => pipe.step(k, reached),
+            };
         }
         if !step(k, total) {
             return;
+        }
+    }
+}
+
+/// The grid point `k` as a time.
+fn at(k: usize) -> Time {
+    Time::from_secs_f64(k as f64 * STEP.as_secs_f64())
+}
+
+/// A delay in grid steps.
+fn lag(d: Duration) -> usize {
+    (d.as_secs_f64() / STEP.as_secs_f64()).round() as usize
+}
+
+/// `S(k - j)` for `j >= 1` from a hop's history before `S(k)` is pushed (0 before time 0).
+fn sent_before(history: &VecDeque<f64>, j: usize) -> f64 {
+    let n = history.len();
+    if j == 0 || j > n {
+        return 0.0;
+    }
+    history[n - j]
+}
+
+/// One link of a path with its sender: what it has sent by each grid point, given what its
+/// sender has to send, the link's capacity and (with feedback) its window.
+struct Hop<'a> {
+    link: &'a RateProfile,
+    /// Propagation delay in steps.
+    lag: usize,
+    /// The link's cumulative capacity at the previous step.
+    capacity: f64,
+    /// Bytes sent by the current step, `S(k)`.
+    sent: f64,
+    /// `S` over the last steps, newest last: enough to look back over the propagation
+    /// delay and, with feedback, a round trip.
+    history: VecDeque<f64>,
+    ack: Option<AckState<'a>>,
+}
+
+/// A hop's acknowledgements: the reverse link and the newest acknowledged byte count.
+struct AckState<'a> {
+    link: &'a RateProfile,
+    /// Reverse propagation delay in steps.
+    lag: usize,
+    /// The reverse link's cumulative capacity at the previous step it was looked at.
+    capacity: f64,
+    /// Bytes the sender knows have arrived.
+    acked: f64,
+    window: f64,
+}
+
+impl<'a> Hop<'a> {
+    fn new(link: &'a RateProfile, delay: Duration, ack: Option<(AckLink<'a>, u64)>) -> Self {
+        Hop {
+            link,
+            lag: lag(delay),
+            capacity: 0.0,
+            sent: 0.0,
+            history: VecDeque::new(),
+            ack: ack.map(|(a, window)| AckState {
+                link: a.link,
+                lag: lag(a.delay),
+                capacity: 0.0,
+                acked: 0.0,
+                window: window as f64,
+            }),
+        }
+    }
+
+    /// Advances to step `k` (called for k = 0, 1, ... in order) with `input` bytes at the
+    /// sender; returns the bytes that have reached the far end by then.
+    fn step(&mut self, k: usize, input: f64) -> f64 {
+        let capacity = self.link.cumulative_bytes(at(k));
+        let mut sent = input.min(self.sent + (capacity - self.capacity));
+        self.capacity = capacity;
+        // The round trip an acknowledgement closes, at least one step.
+        let mut keep = self.lag + 1;
+        if let Some(a) = self.ack.as_mut() {
+            let rtt = (self.lag + a.lag).max(1);
+            keep = keep.max(rtt + 1);
+            if k >= a.lag {
+                // An opportunity of the reverse link at x = k - lag_rev carried everything
+                // that had reached the receiver by x, S(x - lag), to the sender now.
+                let rev = a.link.cumulative_bytes(at(k - a.lag));
+                if rev > a.capacity {
+                    a.acked = sent_before(&self.history, rtt);
+                }
+                a.capacity = rev;
+            }
+            sent = sent.min(a.acked + a.window);
+        }
+        // Every term is at least the previous S (input and the acknowledgements only grow),
+        // so S never falls.
+        self.sent = sent;
+        self.history.push_back(self.sent);
+        while self.history.len() > keep {
+            self.history.pop_front();
+        }
+        if k >= self.lag {
+            let n = self.history.len();
+            self.history[n - 1 - self.lag]
+        } else {
+            0.0
         }
     }
 }
@@ -171,11 +293,13 @@ mod tests {
                 wan: ps,
                 wan_delay: ms(delays[0]),
                 pipe: None,
+                feedback: None,
             },
             FluidPath {
                 wan: hs,
                 wan_delay: ms(delays[1]),
                 pipe: Some((pipe, ms(delays[2]))),
+                feedback: None,
             },
         ]
     }
@@ -205,6 +329,7 @@ mod tests {
             wan: &hs,
             wan_delay: Duration::ZERO,
             pipe: Some((&pipe, Duration::ZERO)),
+            feedback: None,
         }];
         let lb = lower_bound(1_250_000, &paths, Duration::from_secs(10));
         assert!((lb - 1.9).abs() < 1e-3, "{lb}");
@@ -250,11 +375,13 @@ mod tests {
                 wan: &a,
                 wan_delay: Duration::ZERO,
                 pipe: None,
+                feedback: None,
             },
             FluidPath {
                 wan: &a,
                 wan_delay: ms(100),
                 pipe: None,
+                feedback: None,
             },
         ];
         let lb = lower_bound(2_000_000, &paths, Duration::from_secs(10));
@@ -286,5 +413,145 @@ mod tests {
         let total: f64 = got.iter().sum();
         let all = max_delivered(&paths, Duration::from_secs(2));
         assert!((total - all).abs() < 1.0, "{total} vs {all}");
+    }
+
+    /// Feedback over constant reverse links, the paths' own delays.
+    fn with_feedback<'a>(
+        paths: [FluidPath<'a>; 2],
+        up: &'a RateProfile,
+        window: u64,
+    ) -> [FluidPath<'a>; 2] {
+        paths.map(|mut p| {
+            p.feedback = Some(Feedback {
+                wan: AckLink {
+                    link: up,
+                    delay: p.wan_delay,
+                },
+                pipe: p.pipe.map(|(_, delay)| AckLink { link: up, delay }),
+                window,
+            });
+            p
+        })
+    }
+
+    /// With reverse links that never pause and a window above every path's
+    /// bandwidth-delay product, the window-limited bound is the fluid's.
+    #[test]
+    fn ample_windows_leave_the_fluid_bound_alone() {
+        let ps = RateProfile::constant(8e6);
+        let hs = RateProfile::constant(10e6);
+        let pipe = RateProfile::constant(5e6);
+        let up = RateProfile::constant(1e6);
+        let plain = ps_and_helper(&ps, &hs, &pipe, [25, 23, 2]);
+        let fed = with_feedback(plain.clone(), &up, 4 << 20);
+        let horizon = Duration::from_secs(100);
+        let (a, b) = (
+            lower_bound(10_000_000, &plain, horizon),
+            lower_bound(10_000_000, &fed, horizon),
+        );
+        assert!((a - b).abs() < 2e-4, "{a} vs {b}");
+    }
+
+    /// A window caps a path at W per round trip: 125 kB over 2 × 25 ms is 20 Mbit/s on a
+    /// 100 Mbit/s link.
+    #[test]
+    fn a_window_caps_a_path_at_one_window_per_round_trip() {
+        let fast = RateProfile::constant(100e6);
+        let up = RateProfile::constant(1e6);
+        let path = FluidPath {
+            wan: &fast,
+            wan_delay: ms(25),
+            pipe: None,
+            feedback: Some(Feedback {
+                wan: AckLink {
+                    link: &up,
+                    delay: ms(25),
+                },
+                pipe: None,
+                window: 125_000,
+            }),
+        };
+        let got = max_delivered(&[path], Duration::from_secs(10)) * 8.0 / 10.0;
+        assert!((got - 20e6).abs() / 20e6 < 0.01, "{got}");
+    }
+
+    /// An uplink outage from 1 s to 3 s on an 8 Mbit/s PS-Path (10 ms each way, window
+    /// 500 kB): the last acknowledgement left the receiver at 1.0 s covering 0.99 MB, so the
+    /// sender stops at 1.49 MB, which arrives by 1.5 s; the next acknowledgement reaches it at
+    /// 3.01 s and data the receiver at 3.02 s. The plain fluid ignores the outage.
+    #[test]
+    fn an_uplink_outage_stops_the_sender_after_one_window() {
+        let down = RateProfile::constant(8e6);
+        let mut up = RateProfile::constant(1e6);
+        up.change_at(Time::from_millis(1000), Source::Constant(0.0));
+        up.change_at(Time::from_millis(3000), Source::Constant(1e6));
+        let plain = FluidPath {
+            wan: &down,
+            wan_delay: ms(10),
+            pipe: None,
+            feedback: None,
+        };
+        let mut fed = plain.clone();
+        fed.feedback = Some(Feedback {
+            wan: AckLink {
+                link: &up,
+                delay: ms(10),
+            },
+            pipe: None,
+            window: 500_000,
+        });
+        let span = Duration::from_secs(4);
+        let got = delivered_per_sample(&[fed], span, ms(100));
+        let free = delivered_per_sample(&[plain], span, ms(100));
+        assert_eq!(got.len(), 40);
+        for (i, (b, f)) in got.iter().zip(&free).enumerate() {
+            let want = match i {
+                0 => 90_000.0,
+                15..=29 => 0.0,
+                30 => 80_000.0,
+                _ => 100_000.0,
+            };
+            assert!((b - want).abs() < 200.0, "sample {i}: {b} vs {want}");
+            let want_free = if i == 0 { 90_000.0 } else { 100_000.0 };
+            assert!((f - want_free).abs() < 200.0, "free sample {i}: {f}");
+        }
+    }
+
+    /// The helper's pipe has a window of its own: an outage of the pipe's reverse link stops
+    /// the helper's forwarding, and the helper buffer keeps what the HS-Path brings.
+    #[test]
+    fn a_pipe_outage_stops_the_helper_forwarding() {
+        let hs = RateProfile::constant(8e6);
+        let pipe = RateProfile::constant(8e6);
+        let up = RateProfile::constant(1e6);
+        let mut pipe_up = RateProfile::constant(1e6);
+        pipe_up.change_at(Time::from_millis(1000), Source::Constant(0.0));
+        pipe_up.change_at(Time::from_millis(3000), Source::Constant(1e6));
+        let path = FluidPath {
+            wan: &hs,
+            wan_delay: Duration::ZERO,
+            pipe: Some((&pipe, ms(10))),
+            feedback: Some(Feedback {
+                wan: AckLink {
+                    link: &up,
+                    delay: Duration::ZERO,
+                },
+                pipe: Some(AckLink {
+                    link: &pipe_up,
+                    delay: ms(10),
+                }),
+                window: 500_000,
+            }),
+        };
+        let got = delivered_per_sample(&[path], Duration::from_secs(4), ms(100));
+        for (i, b) in got.iter().enumerate() {
+            let want = match i {
+                0 => 90_000.0,
+                15..=29 => 0.0,
+                30 => 80_000.0,
+                _ => 100_000.0,
+            };
+            assert!((b - want).abs() < 200.0, "sample {i}: {b} vs {want}");
+        }
     }
 }

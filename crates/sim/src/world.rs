@@ -785,12 +785,14 @@ impl<'a> World<'a> {
             wan: &sc.ps.rate,
             wan_delay: sc.ps.owd(),
             pipe: None,
+            feedback: None,
         }];
         for h in &sc.helpers {
             paths.push(FluidPath {
                 wan: &h.hs.rate,
                 wan_delay: h.hs.owd(),
                 pipe: Some((&h.pipe.rate, h.pipe.owd())),
+                feedback: None,
             });
         }
         let lb = lower_bound(sc.size, &paths, sc.time_limit);

@@ -22,6 +22,27 @@ pub enum LabCmd {
     /// Every experiment of MPBond §6 (scenarios/paper/*.toml), side by side with the paper's
     /// claims: a report per experiment and summary.md (docs/evaluation.md).
     Paper(PaperArgs),
+    /// What a scenario's links allow, without running it (no root needed): for every scheme,
+    /// case and repetition, the fluid bound beside the window-limited bound, whose senders
+    /// keep at most a window unacknowledged and hear back over the uplinks (docs/lab.md).
+    Bounds(BoundsArgs),
+}
+
+/// Options of `mpbond lab bounds`.
+#[derive(Args, Debug)]
+pub struct BoundsArgs {
+    /// The scenario.
+    scenario: PathBuf,
+    /// Only these schemes (comma-separated, as for `lab run`).
+    #[arg(long, value_delimiter = ',')]
+    schemes: Option<Vec<String>>,
+    /// Override the scenario's repetitions (each replays the traces from its own offset).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Unacknowledged bytes per hop in the window-limited bound (default: the testbed's
+    /// largest send buffer, 4 MiB).
+    #[arg(long, value_name = "SIZE")]
+    window: Option<String>,
 }
 
 /// Options of `mpbond lab paper`.
@@ -102,6 +123,11 @@ const DEMO: &str = include_str!("../../../../scenarios/demo.toml");
 
 /// Runs `mpbond lab`.
 pub fn run(cmd: LabCmd) -> Result<()> {
+    // Bounds are computed, not measured: no namespaces, no root.
+    let cmd = match cmd {
+        LabCmd::Bounds(a) => return bounds(a),
+        other => other,
+    };
     match netns::prepare().map_err(anyhow::Error::msg)? {
         netns::Setup::Ready => {}
         netns::Setup::Reexecuted(code) => std::process::exit(code),
@@ -153,7 +179,37 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             Ok(())
         }
         LabCmd::Paper(a) => paper(a),
+        LabCmd::Bounds(a) => bounds(a),
     }
+}
+
+/// `mpbond lab bounds`: the scenario's bounds table on stdout.
+fn bounds(a: BoundsArgs) -> Result<()> {
+    let mut sc = Scenario::load(&a.scenario)?;
+    if let Some(r) = a.reps {
+        sc.reps = r;
+    }
+    if let Some(s) = a.schemes {
+        for x in &s {
+            sc.supports(Scheme::parse(x)?)?;
+        }
+        sc.schemes = s;
+    }
+    let window = match &a.window {
+        Some(w) => {
+            mpbond_core::units::parse_size(w).map_err(|e| anyhow::anyhow!("--window: {e}"))?
+        }
+        None => mpbond_lab::run::WINDOW_BOUND,
+    };
+    if window == 0 {
+        bail!("--window must be above 0 bytes");
+    }
+    println!(
+        "# {}: bounds (window-limited: {} bytes unacknowledged per hop)\n",
+        sc.name, window
+    );
+    print!("{}", mpbond_lab::bounds::table(&sc, window)?);
+    Ok(())
 }
 
 /// The scenario's `[[claim]]`s judged on one `lab run`'s results, printed and appended to
