@@ -466,6 +466,7 @@ pub(crate) mod tests {
             video: None,
             chunk_times: vec![],
             cpu: vec![],
+            sched: None,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod netns;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod sched;
 pub mod scheme;
 pub mod split;
 pub mod topo;

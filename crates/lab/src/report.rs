@@ -280,6 +280,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
         let _ = writeln!(o);
         interface_energy(&mut o, &groups);
         daemon_cpu(&mut o, &groups);
+        sender_activity(&mut o, &groups);
         // Bytes per device: what each device's WAN link carried toward it.
         let _ = writeln!(
             o,
@@ -447,6 +448,48 @@ fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
             })
             .collect();
         let _ = writeln!(o, "| {s} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(o);
+}
+
+/// What mpbond's senders did (`crate::sched`), for the schemes whose daemons reported it:
+/// recalls, bytes sent a second time (also as a share of the payload), rescues and failed
+/// links, means per run.
+fn sender_activity(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    if groups
+        .iter()
+        .all(|(_, rs)| rs.iter().all(|r| r.sched.is_none()))
+    {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "mpbond's senders (mean per run; crate::sched): PAMS recalls, payload sent a second time, rescues, failed links:\n\n| scheme | recalls | sent again (MB) | of the payload | window rescues (MB) | late-head rescues (MB) | failed links |"
+    );
+    let _ = writeln!(o, "|{}", " --- |".repeat(7));
+    for (s, rs) in groups {
+        let with: Vec<(&crate::sched::SchedStats, u64)> = rs
+            .iter()
+            .filter_map(|r| r.sched.as_ref().map(|x| (x, r.bytes)))
+            .collect();
+        if with.is_empty() {
+            continue;
+        }
+        let mean = |f: &dyn Fn(&crate::sched::SchedStats) -> u64| {
+            with.iter().map(|(x, _)| f(x) as f64).sum::<f64>() / with.len() as f64
+        };
+        let again = mean(&|x| x.reinjected_bytes);
+        let payload = with.iter().map(|(_, b)| *b as f64).sum::<f64>() / with.len() as f64;
+        let _ = writeln!(
+            o,
+            "| {s} | {:.1} | {:.2} | {:.1}% | {:.2} | {:.2} | {:.1} |",
+            mean(&|x| x.recalls),
+            again / 1e6,
+            100.0 * again / payload.max(1.0),
+            mean(&|x| x.window_rescued_bytes) / 1e6,
+            mean(&|x| x.late_rescued_bytes) / 1e6,
+            mean(&|x| x.links_failed)
+        );
     }
     let _ = writeln!(o);
 }
@@ -964,5 +1007,43 @@ mod tests {
             .nth(1)
             .and_then(|c| c.split("\n\n").nth(1));
         assert!(cpu.is_some_and(|c| !c.contains("kibbutz")), "{t}");
+        assert!(
+            !t.contains("mpbond's senders"),
+            "no statistics, no table: {t}"
+        );
+    }
+
+    /// The senders' table: means per run, the bytes sent again as a share of the payload,
+    /// and no row for a scheme without statistics.
+    #[test]
+    fn sender_activity_is_a_share_of_the_payload() {
+        let k = run("kibbutz", 1_000_000, 2.0, 5.0);
+        let mut runs = vec![k];
+        for (recalls, again) in [(1, 40_000), (3, 60_000)] {
+            let mut m = run("mpbond", 1_000_000, 2.0, 5.0);
+            m.sched = Some(crate::sched::SchedStats {
+                recalls,
+                reinjected_bytes: again,
+                window_rescued_bytes: 10_000,
+                late_rescued_bytes: 0,
+                links_failed: 1,
+            });
+            runs.push(m);
+        }
+        let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];
+        let t = table("t", &schemes, &runs);
+        assert!(
+            t.contains("| mpbond | 2.0 | 0.05 | 5.0% | 0.01 | 0.00 | 1.0 |"),
+            "{t}"
+        );
+        let part = t
+            .split("mpbond's senders")
+            .nth(1)
+            .and_then(|p| p.split("\n\n").nth(1))
+            .unwrap_or("");
+        assert!(
+            part.contains("| mpbond |") && !part.contains("| kibbutz |"),
+            "{t}"
+        );
     }
 }

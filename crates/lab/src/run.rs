@@ -147,6 +147,10 @@ pub struct RunResult {
     /// CPU seconds of each mpbond daemon over the workload (MPBond §6.8); empty for schemes
     /// without daemons on the devices.
     pub cpu: Vec<DaemonCpu>,
+    /// What mpbond's senders did (recalls, bytes sent again, failed links), from the
+    /// daemons' control endpoints; `None` for other schemes or when they did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched: Option<crate::sched::SchedStats>,
 }
 
 impl SubflowResult {
@@ -193,6 +197,33 @@ fn in_ns<T: Send + 'static>(
             .build()?;
         f(&rt)
     })
+}
+
+/// What mpbond's senders did in this run: the proxy's sessions and, but in dual mode (whose
+/// devices both run a primary's downloads through the proxy), the primary's, which sends
+/// uploads. A daemon that does not answer is logged and leaves the run without them.
+fn sched_stats(tb: &Testbed, dual: bool) -> Option<crate::sched::SchedStats> {
+    let mut namespaces = vec![tb.names.proxy.clone()];
+    if !dual {
+        namespaces.push(tb.names.primary.clone());
+    }
+    let mut stats = crate::sched::SchedStats::default();
+    for ns in namespaces {
+        let got = in_ns(&ns, |rt| {
+            rt.block_on(crate::sched::query(crate::sched::CONTROL_PORT))
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the status thread panicked"))
+        .and_then(|r| r);
+        match got {
+            Ok((status, metrics)) => stats.add(&status, &metrics),
+            Err(e) => {
+                tracing::warn!(namespace = %ns, "no scheduler statistics: {e:#}");
+                return None;
+            }
+        }
+    }
+    Some(stats)
 }
 
 /// A server thread in a namespace, stopped (and joined) on drop, so the namespace can go.
@@ -627,6 +658,10 @@ pub fn run_one(
         .map_err(|_| anyhow::anyhow!("the client thread panicked"))??
     };
     let cpu = cpu_meter.finish();
+    let sched = match scheme.kind {
+        Kind::Mpbond(_) => sched_stats(&tb, sc.dual),
+        _ => None,
+    };
     std::thread::sleep(Duration::from_millis(50));
     let links = tb.emu.take().map(|e| e.stop()).unwrap_or_default();
     if env.packet_log {
@@ -711,6 +746,7 @@ pub fn run_one(
         video,
         chunk_times,
         cpu,
+        sched,
     })
 }
 
@@ -1000,8 +1036,10 @@ fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Pr
     std::fs::write(
         work.join("proxy.toml"),
         format!(
-            "key = \"proxy.key\"\nlog = \"warn\"\n[proxy]\nlisten = \"0.0.0.0:7000\"\ndeny_origins = []\nallow = [{{ name = \"a\", key = \"{}\" }}, {{ name = \"b\", key = \"{}\" }}]\n",
-            a.public, b.public
+            "key = \"proxy.key\"\nlog = \"warn\"\n{}[proxy]\nlisten = \"0.0.0.0:7000\"\ndeny_origins = []\nallow = [{{ name = \"a\", key = \"{}\" }}, {{ name = \"b\", key = \"{}\" }}]\n",
+            crate::sched::control_section(),
+            a.public,
+            b.public
         ),
     )?;
     // One device: its WAN address, its pipe address, the other's pipe address and key.
@@ -1091,13 +1129,15 @@ fn start_mpbond(
     std::fs::write(
         work.join("proxy.toml"),
         format!(
-            "key = \"proxy.key\"\nlog = \"warn\"\n{tuning}[proxy]\nlisten = \"0.0.0.0:7000\"\nscheduler = \"{scheduler}\"\ndeny_origins = []\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n",
+            "key = \"proxy.key\"\nlog = \"warn\"\n{}{tuning}[proxy]\nlisten = \"0.0.0.0:7000\"\nscheduler = \"{scheduler}\"\ndeny_origins = []\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n",
+            crate::sched::control_section(),
             phone.public
         ),
     )?;
     let early_data = variant != MpbondVariant::WaitOpen;
     let mut primary = format!(
-        "key = \"phone.key\"\nlog = \"warn\"\n{tuning}[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{}\"\nsocks = \"127.0.0.1:1080\"\nscheduler = \"{scheduler}\"\nearly_data = {early_data}\n",
+        "key = \"phone.key\"\nlog = \"warn\"\n{}{tuning}[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{}\"\nsocks = \"127.0.0.1:1080\"\nscheduler = \"{scheduler}\"\nearly_data = {early_data}\n",
+        crate::sched::control_section(),
         proxy.public,
         addr::PS_PRIMARY
     );

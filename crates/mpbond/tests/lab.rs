@@ -114,6 +114,15 @@ fn every_scheme_and_workload_delivers_intact_bytes_and_cleans_up() {
     );
     let wl = run_of(&runs, "mptcp-wifi-lte");
     assert!(link_bytes(wl, "ps2", "down") > 100_000, "no data over ps2");
+    // mpbond's daemons answered on their control endpoints: the senders' counters are in
+    // the results (a clean 1 MB download fails no link), and no other scheme has them.
+    let sched = &run_of(&runs, "mpbond")["sched"];
+    assert!(
+        sched["recalls"].is_u64(),
+        "no scheduler statistics: {sched}"
+    );
+    assert_eq!(sched["links_failed"], 0, "{sched}");
+    assert!(run_of(&runs, "kibbutz").get("sched").is_none());
 
     let (up, _) = lab_run("smoke-upload");
     for r in &up {
