@@ -16,8 +16,13 @@ use crate::scenario::{Scenario, WorkloadKind};
 use crate::scheme::Scheme;
 
 /// The bounds table of `sc` (every variant, scheme, case and repetition), in Markdown, with
-/// `window` bytes per hop for the window-limited bound.
-pub fn table(sc: &Scenario, window: u64) -> anyhow::Result<String> {
+/// `window` bytes per hop for the window-limited bound and every WAN link (PS-Path, second
+/// PS-Path, HS-Paths; both directions) at `wan_scale` times its capacity: "what if a
+/// scheme got only 90% of what these links offer" (`mpbond lab bounds --wan-scale`).
+pub fn table(sc: &Scenario, window: u64, wan_scale: f64) -> anyhow::Result<String> {
+    if !(wan_scale.is_finite() && wan_scale > 0.0) {
+        anyhow::bail!("the WAN scale must be a number above 0, not {wan_scale}");
+    }
     let kind = sc.workload.kind;
     let mut out = String::new();
     let header = match kind {
@@ -46,7 +51,8 @@ pub fn table(sc: &Scenario, window: u64) -> anyhow::Result<String> {
             vsc.supports(scheme)?;
             let mut pooled: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
             for rep in 0..vsc.reps.max(1) {
-                let topo = vsc.topology(Duration::ZERO, rep)?;
+                let mut topo = vsc.topology(Duration::ZERO, rep)?;
+                scale_wan(&mut topo, wan_scale);
                 let from = format!("{:.0} s", vsc.trace_offset(rep)?.as_secs_f64());
                 match kind {
                     WorkloadKind::Download | WorkloadKind::Upload => {
@@ -109,6 +115,19 @@ pub fn table(sc: &Scenario, window: u64) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// Every WAN link of `topo`, both directions, at `factor` times its capacity.
+fn scale_wan(topo: &mut crate::topo::TopologySpec, factor: f64) {
+    let mut links: Vec<&mut crate::topo::LinkParams> = vec![&mut topo.ps];
+    if let Some(p2) = topo.ps2.as_mut() {
+        links.push(p2);
+    }
+    links.extend(topo.helpers.iter_mut().map(|h| &mut h.hs));
+    for l in links {
+        l.down.rate = l.down.rate.scaled(factor);
+        l.up.rate = l.up.rate.scaled(factor);
+    }
+}
+
 fn median_p5(v: &[f64]) -> String {
     format!("{:.2} / {:.2}", quantile(v, 0.5), quantile(v, 0.05))
 }
@@ -156,7 +175,7 @@ pipe = {{ down = "5Mbps", delay = "2ms" }}
     #[test]
     fn steady_uplinks_give_the_fluid_bound() {
         let sc = scenario("", "kind = \"download\"\nsizes = [\"4MB\"]");
-        let t = table(&sc, 4 << 20).expect("table");
+        let t = table(&sc, 4 << 20, 1.0).expect("table");
         let r = rows(&t);
         assert_eq!(r.len(), 2, "{t}");
         for row in &r {
@@ -179,7 +198,7 @@ pipe = {{ down = "5Mbps", delay = "2ms" }}
             "",
             "kind = \"bulk\"\nduration = \"4s\"\n\n[[change]]\nat = \"1s\"\nlink = \"ps\"\ndir = \"up\"\nrate = \"down\"\n\n[[change]]\nat = \"3s\"\nlink = \"ps\"\ndir = \"up\"\nrate = \"8Mbps\"",
         );
-        let t = table(&sc, 500_000).expect("table");
+        let t = table(&sc, 500_000, 1.0).expect("table");
         let r = rows(&t);
         let single = &r[0];
         let fluid: f64 = single[2].parse().expect("number");
@@ -197,6 +216,27 @@ pipe = {{ down = "5Mbps", delay = "2ms" }}
         assert!(!single[4].ends_with("/ 0.00"), "{t}");
     }
 
+    /// At half the WAN capacity a single path's download takes about twice as long (the
+    /// delays stay); a scale that is not a positive number is refused.
+    #[test]
+    fn a_wan_scale_slows_the_bound_down() {
+        let sc = scenario("", "kind = \"download\"\nsizes = [\"4MB\"]");
+        let full: f64 = rows(&table(&sc, 4 << 20, 1.0).expect("table"))[0][3]
+            .parse()
+            .expect("number");
+        let half: f64 = rows(&table(&sc, 4 << 20, 0.5).expect("table"))[0][3]
+            .parse()
+            .expect("number");
+        assert!(
+            (half - 0.02 - 2.0 * (full - 0.02)).abs() < 0.01,
+            "{full} {half}"
+        );
+        for bad in [0.0, -1.0, f64::NAN] {
+            let e = table(&sc, 4 << 20, bad).expect_err("bad scale");
+            assert!(e.to_string().contains("WAN scale"), "{e}");
+        }
+    }
+
     /// A dual-mode workload has no bound, and says so.
     #[test]
     fn chunks_have_no_bound() {
@@ -204,7 +244,7 @@ pipe = {{ down = "5Mbps", delay = "2ms" }}
             "",
             "kind = \"chunks\"\nsizes = [\"1MB\"]\nduration = \"10s\"",
         );
-        let e = table(&sc, 1 << 20).expect_err("no bound");
+        let e = table(&sc, 1 << 20, 1.0).expect_err("no bound");
         assert!(e.to_string().contains("chunks"), "{e}");
     }
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use mpbond_daemon::keys::KeyPair;
 use mpbond_sim::fluid::{
-    arrival_times, delivered_per_sample, lower_bound, max_delivered, AckLink, Feedback, FluidPath,
+    delivered_per_sample, lower_bound, max_delivered, sequential_arrival_times, AckLink, Feedback,
+    FluidPath,
 };
 use mpbond_sim::link::LinkConfig;
 use serde::{Deserialize, Serialize};
@@ -390,8 +391,10 @@ pub fn bound_samples_mbps(
 
 /// The least stall ratio a one-rung video could have over `scheme`'s paths with playback
 /// from `start_s` (a run's own startup; `None`: as early as the player may): a greedy
-/// player fed each segment at the fluid bound of its cumulative size (payload at
-/// [`PAYLOAD_SHARE`]) plus the request's trip to the origin (`crate::video::stall_bound`).
+/// player (`crate::video::stall_bound`) fed each segment at the earliest time the links
+/// could deliver it (payload at [`PAYLOAD_SHARE`]) when, as [`crate::video::Player::play`]
+/// does, it asks for a segment once it holds the previous one and the request takes the
+/// PS-Path's one-way delay to the origin (`mpbond_sim::fluid::sequential_arrival_times`).
 /// `None` for an adaptive ladder, whose bound would depend on the rungs chosen. With a
 /// `window`, the arrivals are the window-limited bound's.
 pub fn video_stall_bound(
@@ -405,19 +408,14 @@ pub fn video_stall_bound(
     let [rate] = p.ladder[..] else {
         return Ok(None);
     };
-    let n = (p.video_s / p.segment_s).ceil() as u64;
+    let n = (p.video_s / p.segment_s).ceil() as usize;
     let seg = ((rate * p.segment_s / 8.0).round() as u64).max(1);
-    let marks: Vec<u64> = (1..=n)
-        .map(|i| ((i * seg) as f64 / PAYLOAD_SHARE).ceil() as u64)
-        .collect();
+    let sizes = vec![(seg as f64 / PAYLOAD_SHARE).ceil() as u64; n];
     let horizon = Duration::from_secs_f64((p.video_s * 20.0).clamp(60.0, 3600.0));
-    let request = topo.ps.up.delay.as_secs_f64();
-    let arrivals: Vec<f64> = with_paths(topo, scheme, false, window, |paths| {
-        arrival_times(&marks, paths, horizon)
-    })
-    .into_iter()
-    .map(|t| t + request)
-    .collect();
+    let request = topo.ps.up.delay;
+    let arrivals = with_paths(topo, scheme, false, window, |paths| {
+        sequential_arrival_times(&sizes, paths, request, horizon)
+    });
     Ok(Some(
         crate::video::stall_bound(&arrivals, p.segment_s, start_s) / p.video_s,
     ))

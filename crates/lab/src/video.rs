@@ -72,8 +72,9 @@ pub struct VideoStats {
 }
 
 /// A lower bound on the stall, in seconds, of a player whose playback starts at `start_s`
-/// when segment `i` can arrive at `arrivals[i]` seconds at the earliest (the links' fluid
-/// bound, `mpbond_sim::fluid::arrival_times`, for the cumulative sizes of a one-rung ladder).
+/// when segment `i` can arrive at `arrivals[i]` seconds at the earliest (for a one-rung
+/// ladder, the links' fluid bound on segments asked for one at a time,
+/// `mpbond_sim::fluid::sequential_arrival_times`).
 ///
 /// The bound plays greedily: from `start_s` on it plays whatever has arrived and waits only
 /// for the next segment, so segment `i` ends at `F_i = max(F_(i-1), arrivals[i]) +

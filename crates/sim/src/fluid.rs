@@ -102,6 +102,51 @@ pub fn arrival_times(marks: &[u64], paths: &[FluidPath<'_>], horizon: Duration) 
     out
 }
 
+/// The earliest end, in seconds, of each of a series of transfers that may each begin only
+/// `gap` after the previous one ended (the first at `gap`), on links and helper buffers that
+/// the previous one left empty: a client that asks for the next piece once it holds the last,
+/// as a DASH player fetches one segment at a time over one connection. [`arrival_times`] of
+/// the cumulative sizes lets later pieces ride earlier capacity (a helper could buffer the
+/// next segments during an HS-Path burst before they are asked for), so for such a client it
+/// is no bound. Transfers that cannot end within `horizon` of time 0 get infinity.
+pub fn sequential_arrival_times(
+    sizes: &[u64],
+    paths: &[FluidPath<'_>],
+    gap: Duration,
+    horizon: Duration,
+) -> Vec<f64> {
+    let dt = STEP.as_secs_f64();
+    let last = (horizon.as_secs_f64() / dt).ceil() as usize;
+    let gap = lag(gap);
+    let mut out = Vec::with_capacity(sizes.len());
+    let mut start = gap;
+    for &size in sizes {
+        if start > last {
+            break;
+        }
+        let m = size as f64;
+        let (mut prev, mut end) = (0.0, None);
+        walk_from(paths, start, last, |k, total| {
+            if total >= m {
+                let frac = if total > prev {
+                    ((m - prev) / (total - prev)).max(0.0)
+                } else {
+                    1.0
+                };
+                end = Some((k as f64 - 1.0 + frac).max(0.0) * dt);
+                return false;
+            }
+            prev = total;
+            true
+        });
+        let Some(t) = end else { break };
+        out.push(t);
+        start = (t / dt).ceil() as usize + gap;
+    }
+    out.resize(sizes.len(), f64::INFINITY);
+    out
+}
+
 /// The most bytes the paths can have delivered by `t`: the fluid upper bound on a bulk
 /// transfer's volume, whose ratio to `t` bounds its mean throughput.
 pub fn max_delivered(paths: &[FluidPath<'_>], t: Duration) -> f64 {
@@ -139,20 +184,37 @@ pub fn delivered_per_sample(
 
 /// Steps through `[0, horizon]`, telling `step` the bytes all paths have delivered by each
 /// grid point, while it returns true.
-fn walk(paths: &[FluidPath<'_>], horizon: Duration, mut step: impl FnMut(usize, f64) -> bool) {
+fn walk(paths: &[FluidPath<'_>], horizon: Duration, step: impl FnMut(usize, f64) -> bool) {
     let steps = (horizon.as_secs_f64() / STEP.as_secs_f64()).ceil() as usize;
+    walk_from(paths, 0, steps, step);
+}
+
+/// Steps through grid points `start..=last` of a transfer that begins at `start` on empty
+/// links and helper buffers, telling `step` each point and the bytes all paths have
+/// delivered since `start`, while it returns true.
+fn walk_from(
+    paths: &[FluidPath<'_>],
+    start: usize,
+    last: usize,
+    mut step: impl FnMut(usize, f64) -> bool,
+) {
     let mut hops: Vec<(Hop<'_>, Option<Hop<'_>>)> = paths
         .iter()
         .map(|p| {
             let fb = p.feedback;
-            let wan = Hop::new(p.wan, p.wan_delay, fb.map(|f| (f.wan, f.window)));
+            let wan = Hop::new(p.wan, p.wan_delay, fb.map(|f| (f.wan, f.window)), start);
             let pipe = p.pipe.map(|(link, delay)| {
-                Hop::new(link, delay, fb.and_then(|f| f.pipe.map(|a| (a, f.window))))
+                Hop::new(
+                    link,
+                    delay,
+                    fb.and_then(|f| f.pipe.map(|a| (a, f.window))),
+                    start,
+                )
             });
             (wan, pipe)
         })
         .collect();
-    for k in 0..=steps {
+    for k in start..=last {
         let mut total = 0.0;
         for (wan, pipe) in &mut hops {
             // The origin side has the whole download from time 0.
@@ -217,11 +279,21 @@ struct AckState<'a> {
 }
 
 impl<'a> Hop<'a> {
-    fn new(link: &'a RateProfile, delay: Duration, ack: Option<(AckLink<'a>, u64)>) -> Self {
+    /// A hop whose first step is `start`: the capacity before it is lost.
+    fn new(
+        link: &'a RateProfile,
+        delay: Duration,
+        ack: Option<(AckLink<'a>, u64)>,
+        start: usize,
+    ) -> Self {
         Hop {
             link,
             lag: lag(delay),
-            capacity: 0.0,
+            capacity: if start == 0 {
+                0.0
+            } else {
+                link.cumulative_bytes(at(start - 1))
+            },
             sent: 0.0,
             history: VecDeque::new(),
             ack: ack.map(|(a, window)| AckState {
@@ -234,8 +306,8 @@ impl<'a> Hop<'a> {
         }
     }
 
-    /// Advances to step `k` (called for k = 0, 1, ... in order) with `input` bytes at the
-    /// sender; returns the bytes that have reached the far end by then.
+    /// Advances to step `k` (called for consecutive k from the hop's start) with `input`
+    /// bytes at the sender; returns the bytes that have reached the far end by then.
     fn step(&mut self, k: usize, input: f64) -> f64 {
         let capacity = self.link.cumulative_bytes(at(k));
         let mut sent = input.min(self.sent + (capacity - self.capacity));
@@ -263,8 +335,10 @@ impl<'a> Hop<'a> {
         while self.history.len() > keep {
             self.history.pop_front();
         }
-        if k >= self.lag {
-            let n = self.history.len();
+        // S(k - lag), once the hop has been running that long (the history keeps at least
+        // lag + 1 steps).
+        let n = self.history.len();
+        if n > self.lag {
             self.history[n - 1 - self.lag]
         } else {
             0.0
@@ -553,5 +627,60 @@ mod tests {
             };
             assert!((b - want).abs() < 200.0, "sample {i}: {b} vs {want}");
         }
+    }
+
+    /// Transfers one after the other: each waits for the gap and crosses the delay again,
+    /// where the cumulative arrival times run them back to back.
+    #[test]
+    fn sequential_transfers_wait_for_each_other() {
+        let ps = RateProfile::constant(8e6);
+        let paths = [FluidPath {
+            wan: &ps,
+            wan_delay: ms(10),
+            pipe: None,
+            feedback: None,
+        }];
+        let got = sequential_arrival_times(
+            &[100_000, 100_000, 100_000],
+            &paths,
+            ms(10),
+            Duration::from_secs(10),
+        );
+        // Each: 10 ms request, 10 ms delay, 100 ms at 1 MB/s.
+        for (t, want) in got.iter().zip([0.12, 0.24, 0.36]) {
+            assert!((t - want).abs() < 5e-4, "{got:?}");
+        }
+        let back_to_back = arrival_times(
+            &[100_000, 200_000, 300_000],
+            &paths,
+            Duration::from_secs(10),
+        );
+        for (t, want) in back_to_back.iter().zip([0.11, 0.21, 0.31]) {
+            assert!((t - want).abs() < 5e-4, "{back_to_back:?}");
+        }
+    }
+
+    /// A helper cannot buffer a transfer nobody asked for yet: an HS-Path at 10 Mbit/s for
+    /// 1 s, then down, behind a 1 Mbit/s pipe. Back to back, 250 kB arrive by 2 s (the
+    /// helper holds the second 125 kB from the first second); asked for one after the
+    /// other, the second 125 kB start at 1 s, when the HS-Path is down, and never arrive.
+    #[test]
+    fn a_helper_cannot_buffer_what_was_not_asked_for() {
+        let mut hs = RateProfile::constant(10e6);
+        hs.change_at(Time::from_millis(1000), Source::Constant(0.0));
+        let pipe = RateProfile::constant(1e6);
+        let paths = [FluidPath {
+            wan: &hs,
+            wan_delay: Duration::ZERO,
+            pipe: Some((&pipe, Duration::ZERO)),
+            feedback: None,
+        }];
+        let horizon = Duration::from_secs(10);
+        let cumulative = arrival_times(&[125_000, 250_000], &paths, horizon);
+        assert!((cumulative[1] - 2.0).abs() < 1e-3, "{cumulative:?}");
+        let one_by_one =
+            sequential_arrival_times(&[125_000, 125_000], &paths, Duration::ZERO, horizon);
+        assert!((one_by_one[0] - 1.0).abs() < 1e-3, "{one_by_one:?}");
+        assert!(one_by_one[1].is_infinite(), "{one_by_one:?}");
     }
 }

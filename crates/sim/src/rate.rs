@@ -259,6 +259,28 @@ impl RateProfile {
         }
     }
 
+    /// The same profile with every rate multiplied by `factor` (> 0; traces through
+    /// [`Trace::scaled`]): what-if bounds such as "with 90% of these links' capacity"
+    /// (`mpbond lab bounds --wan-scale`).
+    pub fn scaled(&self, factor: f64) -> RateProfile {
+        if !(factor.is_finite() && factor > 0.0) || factor == 1.0 {
+            return self.clone();
+        }
+        RateProfile {
+            segments: self
+                .segments
+                .iter()
+                .map(|(t, src)| {
+                    let src = match src {
+                        Source::Constant(b) => Source::Constant(b * factor),
+                        Source::Trace(tr) => Source::Trace(Arc::new(tr.scaled(factor))),
+                    };
+                    (*t, src)
+                })
+                .collect(),
+        }
+    }
+
     /// The segments.
     pub fn segments(&self) -> &[(Time, Source)] {
         &self.segments
@@ -411,6 +433,22 @@ mod tests {
         );
         assert!(s.opportunities.windows(2).all(|w| w[0] <= w[1]));
         assert!(Trace::from_rates("none", 100, &[0.0; 5]).is_err());
+    }
+
+    /// A scaled profile keeps its change times and scales every segment, constant or
+    /// trace; a factor that is not a positive number leaves it as it is.
+    #[test]
+    fn a_scaled_profile_scales_every_segment() {
+        let tr = Arc::new(Trace::from_rates("gen", 100, &[12e6; 10]).unwrap());
+        let mut p = RateProfile::constant(8e6);
+        p.change_at(Time::from_millis(1000), Source::Trace(tr));
+        let half = p.scaled(0.5);
+        assert_eq!(half.segments()[1].0, Time::from_millis(1000));
+        // 1 s at 4 Mbit/s, then 1 s of the trace at 6 Mbit/s.
+        let got = half.cumulative_bytes(Time::from_millis(2000));
+        assert!((got - 1.25e6).abs() < 3000.0, "{got}");
+        assert_eq!(p.scaled(f64::NAN), p);
+        assert_eq!(p.scaled(-1.0), p);
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct BoundsArgs {
     /// largest send buffer, 4 MiB).
     #[arg(long, value_name = "SIZE")]
     window: Option<String>,
+    /// Every WAN link (PS-Path, HS-Paths) at this share of its capacity, e.g. 0.9: what the
+    /// bounds would be for a scheme that gets only that much of what the links offer.
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    wan_scale: f64,
 }
 
 /// Options of `mpbond lab paper`.
@@ -204,11 +208,17 @@ fn bounds(a: BoundsArgs) -> Result<()> {
     if window == 0 {
         bail!("--window must be above 0 bytes");
     }
+    let table = mpbond_lab::bounds::table(&sc, window, a.wan_scale)?;
+    let scale = if a.wan_scale == 1.0 {
+        String::new()
+    } else {
+        format!("; WAN links at {} of their capacity", a.wan_scale)
+    };
     println!(
-        "# {}: bounds (window-limited: {} bytes unacknowledged per hop)\n",
+        "# {}: bounds (window-limited: {} bytes unacknowledged per hop{scale})\n",
         sc.name, window
     );
-    print!("{}", mpbond_lab::bounds::table(&sc, window)?);
+    print!("{table}");
     Ok(())
 }
 
