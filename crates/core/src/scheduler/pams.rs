@@ -421,7 +421,8 @@ impl Scheduler for Pams {
     /// `(maxPAD - minPAD) / minPAD > eta`, recall bytes from the subflow with the largest PAD:
     /// `(maxPAD - minPAD) * B` with `B` that subflow's effective throughput ([`RecallAmount`]
     /// says which formula). Only a subflow with unacknowledged data can be the source, and
-    /// only a gain of more than the receiving subflow's round trip is worth a recall.
+    /// only a gain of more than the receiving subflow's round trip is worth a recall (its
+    /// minimum RTT once it has nothing in flight).
     fn reinjection(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Option<Recall> {
         if !self.cfg.reinjection || ctx.untransmitted > 0 || ctx.now < self.hold_until {
             return None;
@@ -429,7 +430,17 @@ impl Scheduler for Pams {
         let (min_pad, min_th, min_rtt) = paths
             .iter()
             .map(|p| {
-                let rtt = p.rtt + p.pipe.as_ref().map_or(0.0, |q| q.rtt);
+                // The round trip a recalled byte would see there. A subflow with nothing
+                // in flight has drained its queue, but its smoothed RTT still holds the
+                // queueing of its last data (the 1 MB LTE queues of experiment 11d put
+                // 0.3-0.8 s into it), which would block every recall to it at the end of a
+                // chunk; its minimum RTT is what the next byte meets (as `pad_drain` says).
+                let own = if p.inflight == 0 && p.min_rtt > 0.0 {
+                    p.min_rtt.min(p.rtt)
+                } else {
+                    p.rtt
+                };
+                let rtt = own + p.pipe.as_ref().map_or(0.0, |q| q.rtt);
                 (self.cfg.pad.pad(p), p.effective_throughput(), rtt)
             })
             .fold(
@@ -746,6 +757,27 @@ mod tests {
         let mut short = paths.clone();
         short[0].rtt = 0.03; // PAD0 = 0.015: the same recall is now worth it
         assert!(balanced().reinjection(&ctx(0), &short).is_some());
+    }
+
+    /// The end of a chunk behind deep queues: the receiving subflow has drained (nothing in
+    /// flight) but its smoothed RTT still holds its last data's queueing (500 ms on a 50 ms
+    /// path), while the other drains 0.6 MB at 10 Mbit/s. PAD1 = 0.48 - 0.025 = 0.455 s and
+    /// PAD0 = 0.025 s: the 0.43 s gain is worth a recall against the drained path's 50 ms
+    /// round trip, though not against the 500 ms its smoothed RTT says. While that path
+    /// still has data in flight, its smoothed RTT counts.
+    #[test]
+    fn a_drained_subflow_is_judged_by_its_minimum_rtt() {
+        let mut fast = direct(0, 500.0, 40.0, 0, true);
+        fast.min_rtt = 0.05;
+        let slow = direct(1, 50.0, 10.0, 600_000, false);
+        let r = balanced().reinjection(&ctx(0), &[fast.clone(), slow.clone()]);
+        assert!(
+            matches!(r, Some(Recall { from: SubflowId(1), bytes }) if bytes > 100_000),
+            "{r:?}"
+        );
+        let mut busy = fast;
+        busy.inflight = 20_000;
+        assert_eq!(balanced().reinjection(&ctx(0), &[busy, slow]), None);
     }
 
     #[test]
