@@ -549,6 +549,18 @@ mod tests {
         assert!((got - 20e6).abs() / 20e6 < 0.01, "{got}");
     }
 
+    /// Sample `i` (100 ms) of an 8 Mbit/s hop 10 ms long whose reverse link is out from 1 s
+    /// to 3 s, with a 500 kB window: the last acknowledgement before the outage covers
+    /// 0.99 MB, so delivery stops at 1.5 s and resumes 20 ms after the reverse link does.
+    fn outage_sample(i: usize) -> f64 {
+        match i {
+            0 => 90_000.0,
+            15..=29 => 0.0,
+            30 => 80_000.0,
+            _ => 100_000.0,
+        }
+    }
+
     /// An uplink outage from 1 s to 3 s on an 8 Mbit/s PS-Path (10 ms each way, window
     /// 500 kB): the last acknowledgement left the receiver at 1.0 s covering 0.99 MB, so the
     /// sender stops at 1.49 MB, which arrives by 1.5 s; the next acknowledgement reaches it at
@@ -579,12 +591,7 @@ mod tests {
         let free = delivered_per_sample(&[plain], span, ms(100));
         assert_eq!(got.len(), 40);
         for (i, (b, f)) in got.iter().zip(&free).enumerate() {
-            let want = match i {
-                0 => 90_000.0,
-                15..=29 => 0.0,
-                30 => 80_000.0,
-                _ => 100_000.0,
-            };
+            let want = outage_sample(i);
             assert!((b - want).abs() < 200.0, "sample {i}: {b} vs {want}");
             let want_free = if i == 0 { 90_000.0 } else { 100_000.0 };
             assert!((f - want_free).abs() < 200.0, "free sample {i}: {f}");
@@ -619,12 +626,7 @@ mod tests {
         };
         let got = delivered_per_sample(&[path], Duration::from_secs(4), ms(100));
         for (i, b) in got.iter().enumerate() {
-            let want = match i {
-                0 => 90_000.0,
-                15..=29 => 0.0,
-                30 => 80_000.0,
-                _ => 100_000.0,
-            };
+            let want = outage_sample(i);
             assert!((b - want).abs() < 200.0, "sample {i}: {b} vs {want}");
         }
     }
