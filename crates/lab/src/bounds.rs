@@ -10,7 +10,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use crate::report::quantile;
+use crate::report::median_p5_cell;
 use crate::run::{bound, bound_mbps, bound_samples_mbps, video_stall_bound};
 use crate::scenario::{Scenario, WorkloadKind};
 use crate::scheme::Scheme;
@@ -78,8 +78,8 @@ pub fn table(sc: &Scenario, window: u64, wan_scale: f64) -> anyhow::Result<Strin
                             "| {name} | {from} | {:.2} | {:.2} | {} | {} |",
                             bound_mbps(&topo, scheme, d, None),
                             bound_mbps(&topo, scheme, d, Some(window)),
-                            median_p5(&f),
-                            median_p5(&w)
+                            median_p5_cell(&f),
+                            median_p5_cell(&w)
                         );
                         pooled[0].extend(f);
                         pooled[1].extend(w);
@@ -106,8 +106,8 @@ pub fn table(sc: &Scenario, window: u64, wan_scale: f64) -> anyhow::Result<Strin
                 let _ = writeln!(
                     out,
                     "| {name} | pooled | - | - | {} | {} |",
-                    median_p5(&pooled[0]),
-                    median_p5(&pooled[1])
+                    median_p5_cell(&pooled[0]),
+                    median_p5_cell(&pooled[1])
                 );
             }
         }
@@ -126,10 +126,6 @@ fn scale_wan(topo: &mut crate::topo::TopologySpec, factor: f64) {
         l.down.rate = l.down.rate.scaled(factor);
         l.up.rate = l.up.rate.scaled(factor);
     }
-}
-
-fn median_p5(v: &[f64]) -> String {
-    format!("{:.2} / {:.2}", quantile(v, 0.5), quantile(v, 0.05))
 }
 
 #[cfg(test)]

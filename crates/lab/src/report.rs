@@ -34,6 +34,11 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
     s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
 }
 
+/// A table cell "median / 5th percentile" of samples, to two decimals.
+pub fn median_p5_cell(v: &[f64]) -> String {
+    format!("{:.2} / {:.2}", quantile(v, 0.5), quantile(v, 0.05))
+}
+
 /// Results of one (scheme), in the order schemes were given, for one size.
 fn by_scheme<'a>(
     schemes: &'a [String],
@@ -209,7 +214,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
                     if v.is_empty() {
                         "-".to_string()
                     } else {
-                        format!("{:.2} / {:.2}", quantile(&v, 0.5), quantile(&v, 0.05))
+                        median_p5_cell(&v)
                     }
                 };
                 let fluid = median_p5(|r| &r.bound_samples_mbps);

@@ -79,7 +79,6 @@ pub fn lower_bound(size: u64, paths: &[FluidPath<'_>], horizon: Duration) -> f64
 /// (ascending byte counts): [`lower_bound`] for every mark in one pass. Marks the paths
 /// cannot reach within `horizon` get infinity.
 pub fn arrival_times(marks: &[u64], paths: &[FluidPath<'_>], horizon: Duration) -> Vec<f64> {
-    let dt = STEP.as_secs_f64();
     let mut out = Vec::with_capacity(marks.len());
     let mut prev_total = 0.0;
     walk(paths, horizon, |k, total| {
@@ -88,12 +87,7 @@ pub fn arrival_times(marks: &[u64], paths: &[FluidPath<'_>], horizon: Duration) 
             if total < m {
                 break;
             }
-            let frac = if total > prev_total {
-                ((m - prev_total) / (total - prev_total)).max(0.0)
-            } else {
-                1.0
-            };
-            out.push((k as f64 - 1.0 + frac).max(0.0) * dt);
+            out.push(crossing(k, prev_total, total, m));
         }
         prev_total = total;
         out.len() < marks.len()
@@ -128,12 +122,7 @@ pub fn sequential_arrival_times(
         let (mut prev, mut end) = (0.0, None);
         walk_from(paths, start, last, |k, total| {
             if total >= m {
-                let frac = if total > prev {
-                    ((m - prev) / (total - prev)).max(0.0)
-                } else {
-                    1.0
-                };
-                end = Some((k as f64 - 1.0 + frac).max(0.0) * dt);
+                end = Some(crossing(k, prev, total, m));
                 return false;
             }
             prev = total;
@@ -145,6 +134,17 @@ pub fn sequential_arrival_times(
     }
     out.resize(sizes.len(), f64::INFINITY);
     out
+}
+
+/// When, in seconds, the delivered bytes passed `mark` between grid points `k - 1`
+/// (`before`) and `k` (`after`), interpolated within the step.
+fn crossing(k: usize, before: f64, after: f64, mark: f64) -> f64 {
+    let frac = if after > before {
+        ((mark - before) / (after - before)).max(0.0)
+    } else {
+        1.0
+    };
+    (k as f64 - 1.0 + frac).max(0.0) * STEP.as_secs_f64()
 }
 
 /// The most bytes the paths can have delivered by `t`: the fluid upper bound on a bulk
