@@ -57,7 +57,7 @@ pub fn table(sc: &Scenario, window: u64, wan_scale: f64) -> anyhow::Result<Strin
                 match kind {
                     WorkloadKind::Download | WorkloadKind::Upload => {
                         let upload = kind == WorkloadKind::Upload;
-                        for size in vsc.sizes() {
+                        for size in vsc.sizes().into_iter().filter(|&s| vsc.runs_at(name, s)) {
                             let f = bound(&topo, scheme, size, upload, None);
                             let w = bound(&topo, scheme, size, upload, Some(window));
                             let _ = writeln!(

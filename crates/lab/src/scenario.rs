@@ -223,6 +223,12 @@ pub struct Scenario {
     /// repetitions together sample the traces' varying conditions (MPBond §6.4).
     #[serde(default)]
     pub trace_step: Option<String>,
+    /// The sizes at which some schemes run, where not at every size of the workload
+    /// (`[scheme_sizes] "combine-64KiB@2" = ["512KB"]`). MPBond §6.1 tried COMBINE with 128 KB
+    /// and 64 KB chunks for small files only and reported the best; a scheme not listed here
+    /// runs at every size.
+    #[serde(default)]
+    pub scheme_sizes: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// One variant of a scenario: new rates for some links.
@@ -352,6 +358,25 @@ impl Scenario {
         }
         for s in &self.workload.sizes {
             parse_size(s)?;
+        }
+        for (scheme, sizes) in &self.scheme_sizes {
+            crate::scheme::Scheme::parse(scheme)
+                .map_err(|e| anyhow::anyhow!("scheme_sizes: {e}"))?;
+            if sizes.is_empty() {
+                anyhow::bail!(
+                    "scheme_sizes.{scheme:?} lists no size; leave the scheme out instead"
+                );
+            }
+            for s in sizes {
+                let size =
+                    parse_size(s).map_err(|e| anyhow::anyhow!("scheme_sizes.{scheme:?}: {e}"))?;
+                if !self.sizes().contains(&size) {
+                    anyhow::bail!(
+                        "scheme_sizes.{scheme:?}: {s} is not one of workload.sizes ({})",
+                        self.workload.sizes.join(", ")
+                    );
+                }
+            }
         }
         self.warm()?;
         match self.workload.kind {
@@ -492,6 +517,19 @@ impl Scenario {
         }
         if let Some(s) = q.sizes {
             sc.workload.sizes = s;
+            // A scheme limited to sizes the cut leaves out does not run at all.
+            let kept = sc.sizes();
+            let mut gone = Vec::new();
+            for (scheme, sizes) in sc.scheme_sizes.iter_mut() {
+                sizes.retain(|s| parse_size(s).is_ok_and(|s| kept.contains(&s)));
+                if sizes.is_empty() {
+                    gone.push(scheme.clone());
+                }
+            }
+            for g in gone {
+                sc.scheme_sizes.remove(&g);
+                sc.schemes.retain(|s| *s != g);
+            }
         }
         if let Some(d) = q.duration {
             sc.workload.duration = d;
@@ -630,6 +668,14 @@ fn link_rates(sc: &Scenario) -> std::collections::BTreeMap<String, String> {
 }
 
 impl Scenario {
+    /// Whether `scheme` runs at `size`: at every size unless [`Scenario::scheme_sizes`] lists
+    /// it.
+    pub fn runs_at(&self, scheme: &str, size: u64) -> bool {
+        self.scheme_sizes
+            .get(scheme)
+            .is_none_or(|v| v.iter().any(|s| parse_size(s).ok() == Some(size)))
+    }
+
     /// Sizes in bytes.
     pub fn sizes(&self) -> Vec<u64> {
         self.workload
@@ -798,6 +844,41 @@ sizes = ["1MB", "2MB"]
         );
         let e = Scenario::parse(&bulk).unwrap_err().to_string();
         assert!(e.contains("downloads only"), "{e}");
+    }
+
+    /// COMBINE's smaller chunks run at the small size only (MPBond §6.1), every other scheme
+    /// at every size; a limit that names a size the workload lacks, or none, or a scheme
+    /// that does not exist, is refused; a quick cut without that size drops the scheme.
+    #[test]
+    fn a_scheme_can_be_limited_to_some_sizes() {
+        let base = BASE.replace(
+            "[\"kibbutz\", \"mpbond\"]",
+            "[\"combine-64KiB\", \"mpbond\"]",
+        );
+        let sc = Scenario::parse(&format!(
+            "{base}[scheme_sizes]\n\"combine-64KiB\" = [\"1MB\"]\n"
+        ))
+        .unwrap();
+        assert!(sc.runs_at("combine-64KiB", 1_000_000));
+        assert!(!sc.runs_at("combine-64KiB", 2_000_000));
+        assert!(sc.runs_at("mpbond", 2_000_000));
+        let e = |limit: &str| {
+            Scenario::parse(&format!("{base}[scheme_sizes]\n{limit}\n"))
+                .unwrap_err()
+                .to_string()
+        };
+        let msg = e("\"combine-64KiB\" = [\"512KB\"]");
+        assert!(msg.contains("not one of workload.sizes"), "{msg}");
+        assert!(e("\"combine-64KiB\" = []").contains("lists no size"));
+        assert!(e("\"combo\" = [\"1MB\"]").contains("unknown scheme"));
+        assert!(e("\"mpbond\" = [\"lots\"]").contains("scheme_sizes.\"mpbond\""));
+        let q = Scenario::parse(&format!(
+            "{base}[scheme_sizes]\n\"combine-64KiB\" = [\"1MB\"]\n[quick]\nsizes = [\"2MB\"]\n"
+        ))
+        .unwrap()
+        .quick()
+        .unwrap();
+        assert_eq!(q.schemes, ["mpbond"]);
     }
 
     #[test]

@@ -389,7 +389,11 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
     };
     let bulk_s = sc.bulk_duration()?.as_secs_f64();
     let what = |size: u64| sc.workload.kind.label(size, bulk_s);
-    let total = variants.len() * sc.schemes.len() * sizes.len() * sc.reps;
+    let per_rep = sizes
+        .iter()
+        .map(|&size| sc.schemes.iter().filter(|s| sc.runs_at(s, size)).count())
+        .sum::<usize>();
+    let total = variants.len() * per_rep * sc.reps;
     let mut results = Vec::new();
     let mut n = 0;
     let began = std::time::Instant::now();
@@ -405,7 +409,7 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
                 .as_ref()
                 .map_or(String::new(), |v| format!(" [{v}]"));
             for &size in &sizes {
-                for s in &sc.schemes {
+                for s in sc.schemes.iter().filter(|s| sc.runs_at(s, size)) {
                     n += 1;
                     let scheme = Scheme::parse(s)?;
                     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
