@@ -106,6 +106,10 @@ pub struct SimArgs {
     /// (repeatable).
     #[arg(long, value_name = "LINK=FILE")]
     trace: Vec<String>,
+    /// Start every --trace this far into it, wrapping at its end (as the lab's `trace_step`
+    /// does per repetition), to sample other stretches of the same traces.
+    #[arg(long, default_value = "0s", value_name = "DUR")]
+    trace_from: String,
     /// Largest STREAM_DATA payload.
     #[arg(long, default_value = "16KiB", value_name = "SIZE")]
     segment: String,
@@ -204,12 +208,15 @@ impl SimArgs {
             .iter()
             .map(|c| Change::parse(c))
             .collect::<Result<_, _>>()?;
+        let trace_from = u64::try_from(parse_duration(&self.trace_from)?.as_millis())
+            .context("--trace-from is too long")?;
         let mut traces = Vec::new();
         for t in &self.trace {
             let (link, file) = t
                 .split_once('=')
                 .with_context(|| format!("bad --trace {t:?}: use LINK=FILE"))?;
-            traces.push((LinkRef::parse(link)?, Arc::new(Trace::load(file)?)));
+            let trace = Trace::load(file)?.starting_at(trace_from);
+            traces.push((LinkRef::parse(link)?, Arc::new(trace)));
         }
         let mut losses = Vec::new();
         for l in &self.loss {
