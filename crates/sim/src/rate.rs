@@ -30,7 +30,7 @@ pub struct Trace {
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// I/O error.
-    #[error("cannot read trace {path}: {source}")]
+    #[error("cannot read trace {path}")]
     Io {
         /// The file.
         path: String,
@@ -533,6 +533,9 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("ms"));
-        assert!(Trace::load("/nonexistent/trace").is_err());
+        // The path in the message, the OS's reason as its source (printed once in a chain).
+        let e = Trace::load("/nonexistent/trace").unwrap_err();
+        assert_eq!(e.to_string(), "cannot read trace /nonexistent/trace");
+        assert!(std::error::Error::source(&e).is_some());
     }
 }
