@@ -116,6 +116,17 @@ impl PathView {
         }
     }
 
+    /// Round trip of a byte that meets no queue on the sender-side path: the minimum RTT (at
+    /// most the smoothed one), or the smoothed RTT while no minimum is known. A drained
+    /// path's smoothed RTT still holds the queueing of its last data.
+    pub fn propagation_rtt(&self) -> f64 {
+        if self.min_rtt > 0.0 {
+            self.min_rtt.min(self.rtt)
+        } else {
+            self.rtt
+        }
+    }
+
     /// Bytes queued at the sender that TCP has not sent yet.
     pub fn unsent(&self) -> u64 {
         self.queued.saturating_sub(self.inflight)

@@ -359,6 +359,7 @@ impl Scenario {
         for s in &self.workload.sizes {
             parse_size(s)?;
         }
+        let workload_sizes = self.sizes();
         for (scheme, sizes) in &self.scheme_sizes {
             crate::scheme::Scheme::parse(scheme)
                 .map_err(|e| anyhow::anyhow!("scheme_sizes: {e}"))?;
@@ -370,7 +371,7 @@ impl Scenario {
             for s in sizes {
                 let size =
                     parse_size(s).map_err(|e| anyhow::anyhow!("scheme_sizes.{scheme:?}: {e}"))?;
-                if !self.sizes().contains(&size) {
+                if !workload_sizes.contains(&size) {
                     anyhow::bail!(
                         "scheme_sizes.{scheme:?}: {s} is not one of workload.sizes ({})",
                         self.workload.sizes.join(", ")

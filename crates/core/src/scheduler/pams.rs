@@ -435,8 +435,8 @@ impl Scheduler for Pams {
                 // queueing of its last data (the 1 MB LTE queues of experiment 11d put
                 // 0.3-0.8 s into it), which would block every recall to it at the end of a
                 // chunk; its minimum RTT is what the next byte meets (as `pad_drain` says).
-                let own = if p.inflight == 0 && p.min_rtt > 0.0 {
-                    p.min_rtt.min(p.rtt)
+                let own = if p.inflight == 0 {
+                    p.propagation_rtt()
                 } else {
                     p.rtt
                 };
@@ -492,7 +492,7 @@ impl Scheduler for Pams {
         // would be a second or more on a path stalled in an LTE outage, and would block the
         // next recall from that very path for as long.
         let settle = match src.kind {
-            PathKind::Direct if src.min_rtt > 0.0 => src.min_rtt.min(src.rtt),
+            PathKind::Direct => src.propagation_rtt(),
             _ => src.rtt,
         };
         let hold = Duration::from_secs_f64((self.cfg.hold_rtts * settle).max(0.0));
@@ -931,9 +931,10 @@ mod tests {
 
     /// After a recall from a direct subflow the next may come one propagation round trip
     /// later, not one smoothed RTT: the sender's own books show the recall at once, and a
-    /// direct path stalled in an outage has a smoothed RTT of a second (an LTE trace in the
-    /// simulator: 16 MB in 4.76 s with the old hold, 4.52 s with this one). A helper's
-    /// recall still waits a round trip of its HS-Path, which its cancel has to cross.
+    /// direct path stalled in an outage has a smoothed RTT of a second (in the simulator,
+    /// the AT&T PS-Path and Verizon HS-Path from 90 s, 2 MB: 2.791 s with the old hold,
+    /// 2.454 s with this one; `scripts/sim-traces`). A helper's recall still waits a round
+    /// trip of its HS-Path, which its cancel has to cross.
     #[test]
     fn a_recall_from_a_stalled_direct_path_holds_for_its_propagation_round_trip() {
         let at = |ms: u64| SchedContext {
