@@ -208,8 +208,9 @@ impl SimArgs {
             .iter()
             .map(|c| Change::parse(c))
             .collect::<Result<_, _>>()?;
-        let trace_from = u64::try_from(parse_duration(&self.trace_from)?.as_millis())
-            .context("--trace-from is too long")?;
+        let trace_from = parse_duration(&self.trace_from).context("--trace-from")?;
+        let trace_from =
+            u64::try_from(trace_from.as_millis()).context("--trace-from is too long")?;
         let mut traces = Vec::new();
         for t in &self.trace {
             let (link, file) = t
