@@ -25,8 +25,12 @@ use crate::scheme::{Kind, MpbondVariant, Scheme};
 use crate::topo::{addr, Testbed, TopologySpec};
 use crate::{combine, split};
 
-/// Emulator time at which the workload starts: the scheme's programs have connected by then.
-pub const WARMUP: Duration = Duration::from_millis(2500);
+/// Emulator time at which the workload starts. mpbond's daemons have every subflow and link
+/// up about 0.55 s after the emulator starts (0.2 s of it the lab's pause between the helpers
+/// and the primary), and the run checks that they have ([`NotConnected`] otherwise); the rest
+/// is margin for a busy machine. Every run of a suite waits this long, so it is most of the
+/// set-up time of a short download (it was 2.5 s, a third of the full suite's time).
+pub const WARMUP: Duration = Duration::from_millis(1200);
 /// How much later the workload starts when the scenario warms the session first
 /// (`workload.warm`): the warm-up download runs in this time.
 pub const WARM_LEAD: Duration = Duration::from_secs(4);
@@ -225,6 +229,85 @@ fn sched_stats(tb: &Testbed, dual: bool) -> Option<crate::sched::SchedStats> {
         }
     }
     Some(stats)
+}
+
+/// mpbond's daemons had not connected every subflow by the time the workload was due
+/// ([`WARMUP`]): the run measured nothing, and running it again on a fresh testbed is safe.
+#[derive(Debug, thiserror::Error)]
+#[error("mpbond's daemons were not connected when the workload was due ({0})")]
+pub struct NotConnected(String);
+
+/// Waits until mpbond's daemons have every session, subflow and link of the run up (the
+/// proxy and each primary asked through their control endpoints), at most `within`: a run
+/// whose workload started before a helper had connected would measure fewer devices than it
+/// says. Answers how long the wait took.
+fn wait_connected(
+    tb: &Testbed,
+    helpers: usize,
+    dual: bool,
+    within: Duration,
+) -> anyhow::Result<Duration> {
+    let began = Instant::now();
+    let pipes = tb
+        .pipes
+        .iter()
+        .take(helpers)
+        .map(Vec::len)
+        .min()
+        .unwrap_or(0);
+    // (namespace, sessions, subflows per session, links a helper subflow needs)
+    let mut asks = vec![(
+        tb.names.proxy.clone(),
+        if dual { 2 } else { 1 },
+        helpers + 1,
+        1,
+    )];
+    asks.push((tb.names.primary.clone(), 1, helpers + 1, pipes));
+    if dual {
+        asks.push((tb.names.helpers[0].clone(), 1, helpers + 1, pipes));
+    }
+    for (ns, sessions, subflows, helper_links) in asks {
+        let left = within.saturating_sub(began.elapsed());
+        let got = in_ns(&ns, move |rt| {
+            Ok(rt.block_on(crate::sched::wait_until(
+                crate::sched::CONTROL_PORT,
+                left,
+                |st| {
+                    crate::sched::connected(st, sessions, subflows, |kind| {
+                        if kind == "helper" {
+                            helper_links
+                        } else {
+                            1
+                        }
+                    })
+                },
+            )))
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the readiness thread panicked"))??;
+        if let Err(last) = got {
+            let seen = match last {
+                None => "its control endpoint never answered".to_string(),
+                Some(st) => format!(
+                    "it had {} session(s) with {:?} subflow(s) and {:?} link(s)",
+                    st.sessions.len(),
+                    st.sessions
+                        .iter()
+                        .map(|s| s.subflows.len())
+                        .collect::<Vec<_>>(),
+                    st.sessions
+                        .iter()
+                        .map(|s| s.subflows.iter().map(|f| f.links.len()).collect::<Vec<_>>())
+                        .collect::<Vec<_>>()
+                ),
+            };
+            return Err(NotConnected(format!(
+                "namespace {ns}: {seen}, wanted {sessions} session(s) of {subflows} subflow(s)"
+            ))
+            .into());
+        }
+    }
+    Ok(began.elapsed())
 }
 
 /// A server thread in a namespace, stopped (and joined) on drop, so the namespace can go.
@@ -561,6 +644,14 @@ pub fn run_one(
             std::thread::sleep(Duration::from_millis(5));
         }
     };
+    if let Kind::Mpbond(_) = scheme.kind {
+        let took = wait_connected(&tb, helpers_used, sc.dual, WARMUP.saturating_sub(emu_now()))?;
+        tracing::debug!(
+            took_s = took.as_secs_f64(),
+            emu_s = emu_now().as_secs_f64(),
+            "mpbond's daemons connected"
+        );
+    }
     if let Some(w) = warm {
         wait_until(WARMUP);
         let f = in_ns(&tb.names.primary, {
@@ -1047,7 +1138,8 @@ fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Pr
                   other: std::net::IpAddr,
                   other_key: &str| {
         format!(
-            "key = \"{key}.key\"\nlog = \"warn\"\n[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{wan}\"\nsocks = \"127.0.0.1:1080\"\n[[primary.helper]]\nname = \"peer\"\nkey = \"{other_key}\"\n[[primary.helper.pipe]]\nname = \"pipe\"\naddr = \"{other}:7100\"\nbind = \"{me}\"\n[helper]\nlisten = \"{me}:7100\"\nhs_bind = \"{wan}\"\nallow = [{{ name = \"peer\", key = \"{other_key}\" }}]\n",
+            "key = \"{key}.key\"\nlog = \"warn\"\n{}[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{wan}\"\nsocks = \"127.0.0.1:1080\"\n[[primary.helper]]\nname = \"peer\"\nkey = \"{other_key}\"\n[[primary.helper.pipe]]\nname = \"pipe\"\naddr = \"{other}:7100\"\nbind = \"{me}\"\n[helper]\nlisten = \"{me}:7100\"\nhs_bind = \"{wan}\"\nallow = [{{ name = \"peer\", key = \"{other_key}\" }}]\n",
+            crate::sched::control_section(),
             proxy.public
         )
     };

@@ -74,6 +74,49 @@ pub async fn query(port: u16) -> anyhow::Result<(NodeStatus, String)> {
     Ok((status, metrics))
 }
 
+/// Whether a daemon's sessions are all up: `sessions` of them, each with `subflows`
+/// subflows that have every link they need (`links(kind)`: one for the direct subflow and
+/// at the proxy, one per pipe for a helper subflow at the primary).
+pub fn connected(
+    status: &NodeStatus,
+    sessions: usize,
+    subflows: usize,
+    links: impl Fn(&str) -> usize,
+) -> bool {
+    status.sessions.len() == sessions
+        && status.sessions.iter().all(|s| {
+            s.subflows.len() == subflows
+                && s.subflows.iter().all(|f| f.links.len() >= links(&f.kind))
+        })
+}
+
+/// Polls the control endpoint on `port` until `ready` holds for its status or `within`
+/// has passed; answers how long it took, or the last status seen (None if the endpoint
+/// never answered) when it gave up.
+pub async fn wait_until(
+    port: u16,
+    within: Duration,
+    ready: impl Fn(&NodeStatus) -> bool,
+) -> Result<Duration, Option<NodeStatus>> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let began = tokio::time::Instant::now();
+    let mut last = None;
+    loop {
+        if let Ok(body) = get(addr, "/status").await {
+            if let Ok(status) = serde_json::from_str::<NodeStatus>(&body) {
+                if ready(&status) {
+                    return Ok(began.elapsed());
+                }
+                last = Some(status);
+            }
+        }
+        if began.elapsed() >= within {
+            return Err(last);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The body of `GET path` (HTTP/1.0, the endpoint closes after answering), within 5 s.
 async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     let fetch = async {
@@ -103,7 +146,7 @@ async fn get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpbond_daemon::status::SessionStatus;
+    use mpbond_daemon::status::{LinkStatus, SessionStatus, SubflowStatus};
 
     fn session(recalls: u64, reinjected: u64, window: u64, late: u64) -> SessionStatus {
         SessionStatus {
@@ -148,6 +191,53 @@ mod tests {
         assert_eq!(metric("garbage", "mpbond_links_failed_total"), None);
     }
 
+    fn subflow(kind: &str, links: usize) -> SubflowStatus {
+        SubflowStatus {
+            id: 0,
+            kind: kind.into(),
+            helper: None,
+            throughput_bps: 0.0,
+            rtt_ms: 0.0,
+            queued: 0,
+            outstanding: 0,
+            bytes_scheduled: 0,
+            pipe: None,
+            links: (0..links)
+                .map(|i| LinkStatus {
+                    name: format!("l{i}"),
+                    peer: String::new(),
+                    pending: 0,
+                    tcp: Default::default(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A daemon is connected only with every session, every subflow and every link it
+    /// needs: a helper subflow short of a pipe, a missing subflow or a missing session is not.
+    #[test]
+    fn connected_needs_every_session_subflow_and_link() {
+        let with = |subflows: Vec<SubflowStatus>| SessionStatus {
+            subflows,
+            ..session(0, 0, 0, 0)
+        };
+        let node = |sessions: Vec<SessionStatus>| NodeStatus {
+            sessions,
+            ..NodeStatus::default()
+        };
+        let links = |k: &str| if k == "helper" { 2 } else { 1 };
+        let full = with(vec![subflow("direct", 1), subflow("helper", 2)]);
+        assert!(connected(&node(vec![full.clone()]), 1, 2, links));
+        assert!(!connected(&node(vec![full.clone()]), 2, 2, links));
+        assert!(!connected(&node(vec![]), 1, 2, links));
+        let short_pipe = with(vec![subflow("direct", 1), subflow("helper", 1)]);
+        assert!(!connected(&node(vec![short_pipe]), 1, 2, links));
+        let no_helper = with(vec![subflow("direct", 1)]);
+        assert!(!connected(&node(vec![no_helper]), 1, 2, links));
+        let no_link = with(vec![subflow("direct", 0), subflow("helper", 2)]);
+        assert!(!connected(&node(vec![no_link, full]), 2, 2, links));
+    }
+
     /// The query reads a real HTTP/1.0 exchange and says what went wrong otherwise.
     #[tokio::test]
     async fn query_reads_status_and_metrics_and_rejects_errors() {
@@ -183,5 +273,41 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("404"), "{e}");
         server.await.unwrap();
+    }
+    /// Waiting gives up after its time with what it saw: nothing from an endpoint that
+    /// never answers, the last status from one whose daemon never got ready.
+    #[tokio::test]
+    async fn waiting_gives_up_with_what_it_saw() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let r = wait_until(port, Duration::from_millis(30), |_| true).await;
+        assert!(matches!(r, Err(None)), "{r:?}");
+
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let body = serde_json::to_string(&NodeStatus {
+            sessions: vec![session(7, 0, 0, 0)],
+            ..NodeStatus::default()
+        })
+        .unwrap();
+        let server = tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                let mut req = [0u8; 256];
+                let _ = s.read(&mut req).await;
+                let _ = s
+                    .write_all(format!("HTTP/1.0 200 OK\r\n\r\n{body}").as_bytes())
+                    .await;
+            }
+        });
+        let r = wait_until(port, Duration::from_millis(50), |st| st.sessions.len() == 2).await;
+        match r {
+            Err(Some(st)) => assert_eq!(st.sessions[0].recalls, 7),
+            other => panic!("{other:?}"),
+        }
+        let r = wait_until(port, Duration::from_secs(5), |st| st.sessions.len() == 1).await;
+        assert!(r.is_ok_and(|t| t < Duration::from_secs(5)));
+        server.abort();
     }
 }
