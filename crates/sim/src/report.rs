@@ -21,8 +21,10 @@ pub struct SubflowResult {
     pub retransmitted_packets: u64,
     /// TCP retransmission timeouts on its links.
     pub timeouts: u64,
-    /// When the proxy declared it dead, if it did.
+    /// When the proxy first declared it dead, if it did.
     pub died_s: Option<f64>,
+    /// How often it came back after dying (`Scenario::rejoin`).
+    pub rejoins: u64,
 }
 
 /// Reinjection counters.
@@ -129,8 +131,8 @@ impl SimResult {
         );
         let _ = writeln!(
             o,
-            "{:<9} {:>10} {:>11} {:>6} {:>10} {:>7} {:>5}",
-            "subflow", "completes", "bytes", "share", "duplicate", "retrans", "died"
+            "{:<9} {:>10} {:>11} {:>6} {:>10} {:>7} {:>5} {:>7}",
+            "subflow", "completes", "bytes", "share", "duplicate", "retrans", "died", "rejoins"
         );
         for s in &self.subflows {
             let share = if self.size_bytes > 0 {
@@ -140,14 +142,15 @@ impl SimResult {
             };
             let _ = writeln!(
                 o,
-                "{:<9} {:>10} {:>11} {:>5.1}% {:>10} {:>7} {:>5}",
+                "{:<9} {:>10} {:>11} {:>5.1}% {:>10} {:>7} {:>5} {:>7}",
                 s.name,
                 secs(s.completion_s),
                 human_bytes(s.bytes),
                 share,
                 human_bytes(s.duplicate_bytes),
                 s.retransmitted_packets,
-                s.died_s.map_or("-".to_string(), |d| format!("{d:.1}s"))
+                s.died_s.map_or("-".to_string(), |d| format!("{d:.1}s")),
+                s.rejoins
             );
         }
         let r = &self.reinjection;

@@ -193,6 +193,11 @@ pub struct Scenario {
     pub window_rescue: bool,
     /// A path with data outstanding and no progress for this long is declared dead.
     pub stall_timeout: Duration,
+    /// Bring a dead subflow back as the daemons do: the primary reconnects its PS-Path at
+    /// once, and asks a helper to join again a second after its subflow died; the new
+    /// connection is up once its handshake has crossed the link (after an outage ends) and
+    /// starts from a fresh window and fresh estimates. Off, a dead subflow stays dead.
+    pub rejoin: bool,
     /// Time constant of the throughput estimators.
     pub estimator_tau: Duration,
     /// How long the throughput estimators hold their level after a loss, in smoothed RTTs
@@ -249,6 +254,7 @@ impl Scenario {
             late_rescue: true,
             window_rescue: true,
             stall_timeout: Duration::from_secs(1),
+            rejoin: true,
             estimator_tau: Duration::from_millis(100),
             loss_hold: 0.0,
             rate_source: RateSource::DeliveryRate,

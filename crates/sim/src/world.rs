@@ -26,9 +26,10 @@ use mpbond_proto::{DataAck, PipeFeedback, StreamId, SubflowId, DATA_OVERHEAD};
 
 use crate::fluid::{lower_bound, FluidPath};
 use crate::link::{LinkConfig, Packet};
+use crate::rate::Server;
 use crate::report::{Reinjection, SimResult, SubflowResult, TimelinePoint};
 use crate::rng::Rng;
-use crate::spec::{FeedbackRoute, PathSpec, RateSource, Scenario};
+use crate::spec::{FeedbackRoute, HelperSpec, PathSpec, RateSource, Scenario};
 use crate::tcp::Tcp;
 
 /// Errors that stop a simulation before it runs.
@@ -46,6 +47,12 @@ const STREAM: StreamId = StreamId(1);
 const FIN_WIRE: u64 = 4 + 4 + 8;
 const CANCEL_WIRE: u64 = 4 + 4 + 8 + 8;
 const STALL_CHECK: Duration = Duration::from_millis(100);
+/// How long after a helper's subflow died the primary asks it to join again (the daemons'
+/// `rejoin_after`).
+const HELPER_REJOIN_AFTER: Duration = Duration::from_secs(1);
+/// Bytes a rejoin's handshake needs from the link toward the primary or helper (SYN-ACK and
+/// the join's answer).
+const HANDSHAKE_BYTES: u64 = 120;
 
 /// A frame inside a simulated TCP stream.
 #[derive(Debug, Clone)]
@@ -75,18 +82,24 @@ impl SimFrame {
     }
 }
 
+/// Flow events carry the flow's epoch: a flow replaced by a rejoin ignores its
+/// predecessor's packets and timers.
 #[derive(Debug)]
 enum Ev {
-    Depart(usize),
-    Arrive(usize, Packet),
-    Ack(usize, u64),
-    Rto(usize),
+    Depart(usize, u32),
+    Arrive(usize, u32, Packet),
+    Ack(usize, u32, u64),
+    Rto(usize, u32),
     DataAck(DataAck),
     Feedback(usize, PipeFeedback),
     FeedbackTimer(usize),
     AckTimer,
     StallCheck,
     SubflowDown(usize),
+    /// The daemons try to bring subflow `s` back.
+    Rejoin(usize),
+    /// Subflow `s`'s new connection is up.
+    SubflowUp(usize),
     Sample,
 }
 
@@ -124,6 +137,7 @@ struct Helper {
 struct PerSubflow {
     alive: bool,
     died_at: Option<Time>,
+    rejoins: u64,
     useful: u64,
     duplicate: u64,
     last_useful: Option<Time>,
@@ -140,6 +154,8 @@ struct World<'a> {
     rng: Rng,
     /// 0: PS; 1 + 2k: HS of helper k; 2 + 2k: pipe of helper k.
     flows: Vec<Tcp<SimFrame>>,
+    /// Bumped when a flow is replaced by a rejoin's new connection.
+    epoch: Vec<u32>,
     timer_at: Vec<Option<Time>>,
     proxy_est: Vec<PathEstimator>,
     pipe_state: Vec<PipeState>,
@@ -187,6 +203,61 @@ fn link_of(p: &PathSpec, mss: u64) -> LinkConfig {
         queue_bytes: p.queue_limit(mss),
         loss: p.loss,
     }
+}
+
+/// A path estimator as a new connection leaves it: one RTT sample (the handshake's) and the
+/// initial window.
+fn fresh_estimator(sc: &Scenario, rtt: Duration, now: Time) -> PathEstimator {
+    let mut e = PathEstimator::new(sc.estimator_tau).with_loss_hold(sc.loss_hold);
+    e.on_sample(TcpSample {
+        now,
+        srtt: rtt.as_secs_f64().max(1e-6),
+        cwnd: sc.tcp.initial_window * sc.tcp.mss,
+        delivery_rate: None,
+        app_limited: false,
+        slow_start: false,
+        retransmits: 0,
+    });
+    e
+}
+
+/// A helper's relay state when its subflow (re)joins, with the proxy's view of its pipe.
+fn fresh_helper(sc: &Scenario, h: &HelperSpec, now: Time) -> (Helper, PipeState) {
+    let mut pipe_est = fresh_estimator(sc, h.pipe.rtt, now);
+    if sc.warm_pipes {
+        // The pipe was measured when it was set up: its rate at that time.
+        pipe_est = PathEstimator::new(sc.estimator_tau).with_loss_hold(sc.loss_hold);
+        pipe_est.on_sample(TcpSample {
+            now,
+            srtt: h.pipe.rtt.as_secs_f64().max(1e-6),
+            cwnd: 0,
+            delivery_rate: Some(h.pipe.rate.nominal_bps(now) / 8.0),
+            app_limited: false,
+            slow_start: false,
+            retransmits: 0,
+        });
+    }
+    let mut ps = PipeState::default();
+    ps.on_feedback(
+        now,
+        PipeFeedback {
+            subflow: SubflowId(0),
+            throughput_bps: (pipe_est.throughput() * 8.0) as u64,
+            rtt_us: h.pipe.rtt.as_micros() as u32,
+            buffered: 0,
+            timestamp_us: now.as_micros(),
+            uplink: false,
+        },
+    );
+    (
+        Helper {
+            ring: VecDeque::new(),
+            ring_bytes: 0,
+            pipe_est,
+            cancelled_bytes: 0,
+        },
+        ps,
+    )
 }
 
 impl<'a> World<'a> {
@@ -241,63 +312,20 @@ impl<'a> World<'a> {
         for k in 0..n {
             sender.add_subflow(SubflowId(k as u8 + 1), PathKind::Helper);
         }
-        // Estimators start from the handshake: one RTT sample and the initial window.
-        let init = |rtt: Duration| {
-            let mut e = PathEstimator::new(sc.estimator_tau).with_loss_hold(sc.loss_hold);
-            e.on_sample(TcpSample {
-                now: Time::ZERO,
-                srtt: rtt.as_secs_f64().max(1e-6),
-                cwnd: sc.tcp.initial_window * mss,
-                delivery_rate: None,
-                app_limited: false,
-                slow_start: false,
-                retransmits: 0,
-            });
-            e
-        };
-        let mut proxy_est = vec![init(sc.ps.rtt)];
+        let mut proxy_est = vec![fresh_estimator(sc, sc.ps.rtt, Time::ZERO)];
         let mut helpers = Vec::new();
         let mut pipe_state = Vec::new();
         for h in &sc.helpers {
-            proxy_est.push(init(h.hs.rtt));
-            let mut pipe_est = init(h.pipe.rtt);
-            if sc.warm_pipes {
-                // The pipe was measured when it was set up: its rate at time 0.
-                pipe_est = PathEstimator::new(sc.estimator_tau).with_loss_hold(sc.loss_hold);
-                pipe_est.on_sample(TcpSample {
-                    now: Time::ZERO,
-                    srtt: h.pipe.rtt.as_secs_f64().max(1e-6),
-                    cwnd: 0,
-                    delivery_rate: Some(h.pipe.rate.nominal_bps(Time::ZERO) / 8.0),
-                    app_limited: false,
-                    slow_start: false,
-                    retransmits: 0,
-                });
-            }
-            let mut ps = PipeState::default();
-            ps.on_feedback(
-                Time::ZERO,
-                PipeFeedback {
-                    subflow: SubflowId(0),
-                    throughput_bps: (pipe_est.throughput() * 8.0) as u64,
-                    rtt_us: h.pipe.rtt.as_micros() as u32,
-                    buffered: 0,
-                    timestamp_us: 0,
-                    uplink: false,
-                },
-            );
-            pipe_state.push(ps);
-            helpers.push(Helper {
-                ring: VecDeque::new(),
-                ring_bytes: 0,
-                pipe_est,
-                cancelled_bytes: 0,
-            });
+            proxy_est.push(fresh_estimator(sc, h.hs.rtt, Time::ZERO));
+            let (helper, pipe) = fresh_helper(sc, h, Time::ZERO);
+            pipe_state.push(pipe);
+            helpers.push(helper);
         }
         let sub = (0..=n)
             .map(|_| PerSubflow {
                 alive: true,
                 died_at: None,
+                rejoins: 0,
                 useful: 0,
                 duplicate: 0,
                 last_useful: None,
@@ -313,6 +341,7 @@ impl<'a> World<'a> {
             events: 0,
             rng: Rng::new(sc.seed),
             flows,
+            epoch: vec![0; nflows],
             timer_at: vec![None; nflows],
             proxy_est,
             pipe_state,
@@ -345,7 +374,7 @@ impl<'a> World<'a> {
     /// Lets flow `f` send what its windows allow, scheduling its link and timer.
     fn kick(&mut self, f: usize) {
         if let Some(t) = self.flows[f].try_send(self.now, &mut self.rng) {
-            self.at(t, Ev::Depart(f));
+            self.at(t, Ev::Depart(f, self.epoch[f]));
         }
         self.arm_timer(f);
     }
@@ -354,7 +383,7 @@ impl<'a> World<'a> {
         if let Some(d) = self.flows[f].rto_deadline() {
             if self.timer_at[f].is_none_or(|t| t > d) {
                 self.timer_at[f] = Some(d);
-                self.at(d, Ev::Rto(f));
+                self.at(d, Ev::Rto(f, self.epoch[f]));
             }
         }
     }
@@ -382,22 +411,24 @@ impl<'a> World<'a> {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::Depart(f) => {
+            Ev::Depart(f, e) | Ev::Arrive(f, e, _) | Ev::Ack(f, e, _) | Ev::Rto(f, e)
+                if e != self.epoch[f] => {}
+            Ev::Depart(f, e) => {
                 if let Some((p, arrive, next)) = self.flows[f].on_departure(self.now) {
                     if self.flow_alive(f) {
-                        self.at(arrive, Ev::Arrive(f, p));
+                        self.at(arrive, Ev::Arrive(f, e, p));
                     }
                     if let Some(t) = next {
-                        self.at(t, Ev::Depart(f));
+                        self.at(t, Ev::Depart(f, e));
                     }
                 }
             }
-            Ev::Arrive(f, p) => {
+            Ev::Arrive(f, e, p) => {
                 let (frames, ack_at) = self.flows[f].on_arrival(self.now, p);
-                self.at(ack_at, Ev::Ack(f, p.id));
+                self.at(ack_at, Ev::Ack(f, e, p.id));
                 self.deliver(f, frames);
             }
-            Ev::Ack(f, id) => {
+            Ev::Ack(f, _, id) => {
                 if !self.flow_alive(f) {
                     return;
                 }
@@ -410,7 +441,7 @@ impl<'a> World<'a> {
                     self.helper_pump((f - 2) / 2);
                 }
             }
-            Ev::Rto(f) => {
+            Ev::Rto(f, _) => {
                 if self.timer_at[f] != Some(self.now) || !self.flow_alive(f) {
                     return;
                 }
@@ -440,11 +471,25 @@ impl<'a> World<'a> {
             Ev::SubflowDown(s) => {
                 if self.sub[s].alive {
                     self.sub[s].alive = false;
-                    self.sub[s].died_at = Some(self.now);
+                    self.sub[s].died_at.get_or_insert(self.now);
                     self.sender.remove_subflow(SubflowId(s as u8));
                     self.proxy_pump();
+                    if self.sc.rejoin {
+                        let after = if s == 0 {
+                            Duration::ZERO
+                        } else {
+                            HELPER_REJOIN_AFTER
+                        };
+                        self.at(self.now + after, Ev::Rejoin(s));
+                    }
                 }
             }
+            Ev::Rejoin(s) => {
+                if let Some(up) = self.handshake_done(s) {
+                    self.at(up, Ev::SubflowUp(s));
+                }
+            }
+            Ev::SubflowUp(s) => self.subflow_up(s),
             Ev::Sample => {
                 self.timeline.push(TimelinePoint {
                     t: self.now.as_secs_f64(),
@@ -679,6 +724,67 @@ impl<'a> World<'a> {
         self.at(self.now + self.sc.feedback_interval, Ev::FeedbackTimer(k));
     }
 
+    /// When a rejoin of subflow `s` begun now is up at the proxy: the primary reconnects its
+    /// PS-Path at once; for a helper the request crosses the pipe and the helper connects
+    /// over its HS-Path. The handshake's answer waits behind what the dead connection left
+    /// queued on the link (the emulator's queue is shared) and for the link to serve at all
+    /// (an outage); then the join takes one more round trip. None if the link never serves
+    /// again.
+    fn handshake_done(&self, s: usize) -> Option<Time> {
+        let (path, ask) = if s == 0 {
+            (&self.sc.ps, Duration::ZERO)
+        } else {
+            let h = &self.sc.helpers[s - 1];
+            (&h.hs, h.pipe.owd())
+        };
+        let left = self.flows[flow_of_subflow(s)].link().queued_bytes();
+        let syn_at = self.now + ask + path.owd();
+        let served = Server::default().finish(&path.rate, syn_at, left + HANDSHAKE_BYTES)?;
+        Some(served + path.owd() + path.rtt)
+    }
+
+    /// Subflow `s` is back: new connections (the helper's pipe too, whose data in flight
+    /// was dropped with the subflow), fresh estimates, an empty relay buffer, and the sender
+    /// schedules on it again.
+    fn subflow_up(&mut self, s: usize) {
+        if self.sub[s].alive || self.done_at.is_some() {
+            return;
+        }
+        let sc = self.sc;
+        let mss = sc.tcp.mss;
+        let now = self.now;
+        let renew = |w: &mut Self, f: usize, p: &PathSpec| {
+            w.flows[f] = Tcp::new(sc.tcp.clone(), link_of(p, mss), p.owd()).opened_at(now);
+            w.epoch[f] += 1;
+            w.timer_at[f] = None;
+        };
+        if s == 0 {
+            renew(self, 0, &sc.ps);
+            self.proxy_est[0] = fresh_estimator(sc, sc.ps.rtt, now);
+        } else {
+            let k = s - 1;
+            let h = &sc.helpers[k];
+            renew(self, flow_hs(k), &h.hs);
+            renew(self, flow_pipe(k), &h.pipe);
+            self.proxy_est[s] = fresh_estimator(sc, h.hs.rtt, now);
+            let cancelled = self.helpers[k].cancelled_bytes;
+            let (mut helper, pipe) = fresh_helper(sc, h, now);
+            helper.cancelled_bytes = cancelled;
+            self.helpers[k] = helper;
+            self.pipe_state[k] = pipe;
+            self.at(now + sc.feedback_interval, Ev::FeedbackTimer(k));
+        }
+        self.sub[s].alive = true;
+        self.sub[s].rejoins += 1;
+        let kind = if s == 0 {
+            PathKind::Direct
+        } else {
+            PathKind::Helper
+        };
+        self.sender.add_subflow(SubflowId(s as u8), kind);
+        self.proxy_pump();
+    }
+
     fn stall_check(&mut self) {
         let limit = self.sc.stall_timeout;
         if self.sub[0].alive && self.flows[0].stalled_for(self.now) >= limit {
@@ -820,6 +926,7 @@ impl<'a> World<'a> {
                     retransmitted_packets: flows.iter().map(|f| f.stats().retransmissions).sum(),
                     timeouts: flows.iter().map(|f| f.stats().timeouts).sum(),
                     died_s: st.died_at.map(|t| t.as_secs_f64()),
+                    rejoins: st.rejoins,
                 }
             })
             .collect();

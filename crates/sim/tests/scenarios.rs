@@ -188,3 +188,44 @@ fn unknown_scheduler_is_a_clear_error() {
     let e = run(&Scenario::paper_common(1, 1000, "fastest")).unwrap_err();
     assert!(e.to_string().contains("choose one of"), "{e}");
 }
+
+/// Both ways of losing a path for a while: a dead subflow comes back once its link serves
+/// again (the PS-Path at once, a helper a second after it died, as the daemons do) and
+/// carries data again; with `rejoin` off it stays dead and the download takes longer.
+#[test]
+fn a_path_back_from_an_outage_rejoins_and_carries_data_again() {
+    for (link, name) in [("ps", "ps"), ("hs1", "helper1")] {
+        let outage = |rejoin: bool| {
+            let mut sc = Scenario::paper_common(1, 12_000_000, "pams");
+            sc.apply(&Change::parse(&format!("1s:{link}=down")).unwrap())
+                .unwrap();
+            sc.apply(&Change::parse(&format!("4s:{link}=8")).unwrap())
+                .unwrap();
+            sc.rejoin = rejoin;
+            run(&sc).unwrap()
+        };
+        let back = outage(true);
+        let gone = outage(false);
+        for r in [&back, &gone] {
+            assert!(r.verified, "{link}");
+            assert_eq!(r.subflows.iter().map(|s| s.bytes).sum::<u64>(), 12_000_000);
+        }
+        let sf = |r: &SimResult| r.subflows.iter().find(|s| s.name == name).unwrap().clone();
+        let (b, g) = (sf(&back), sf(&gone));
+        let died = b.died_s.expect("declared dead");
+        assert!(
+            (1.5..3.0).contains(&died),
+            "{link} declared dead at {died:.2} s"
+        );
+        assert_eq!((b.rejoins, g.rejoins), (1, 0), "{link}");
+        assert!(
+            b.completion_s.unwrap() > 4.0 && g.completion_s.unwrap() < 4.0,
+            "{link}: last useful byte at {:?} with rejoin, {:?} without",
+            b.completion_s,
+            g.completion_s
+        );
+        assert!(b.bytes > g.bytes, "{link}");
+        let (tb, tg) = (back.download_time_s.unwrap(), gone.download_time_s.unwrap());
+        assert!(tb < tg, "{link}: {tb:.2} s with rejoin, {tg:.2} s without");
+    }
+}

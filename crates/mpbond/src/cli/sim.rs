@@ -129,6 +129,10 @@ pub struct SimArgs {
     /// A path with data outstanding and no progress for this long is declared dead.
     #[arg(long, default_value = "1s", value_name = "DUR")]
     stall_timeout: String,
+    /// Leave a dead subflow dead, as the simulator did before it modelled the daemons'
+    /// rejoin (the PS-Path reconnecting at once, a helper joining again a second later).
+    #[arg(long)]
+    no_rejoin: bool,
     /// Time constant of the throughput estimators (EWMA of CWND/RTT).
     #[arg(long, default_value = "100ms", value_name = "DUR")]
     tau: String,
@@ -286,6 +290,7 @@ impl SimArgs {
                     sc.feedback_interval = parse_duration(&self.feedback_interval)?;
                     sc.feedback_route = feedback_route;
                     sc.stall_timeout = parse_duration(&self.stall_timeout)?;
+                    sc.rejoin = !self.no_rejoin;
                     sc.seed = self.seed;
                     sc.estimator_tau = parse_duration(&self.tau)?;
                     if !(self.loss_hold.is_finite() && self.loss_hold >= 0.0) {
