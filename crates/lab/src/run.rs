@@ -42,6 +42,20 @@ pub const WARM_IDLE: Duration = Duration::from_secs(1);
 /// payload capacity, because that is what a download can use.
 pub const PAYLOAD_SHARE: f64 = 1448.0 / 1500.0;
 
+/// The binary the lab's daemons run: this very process's executable, named through
+/// `/proc/<pid>/exe`, which the kernel resolves to the running file even once it has been
+/// replaced or deleted. A suite thus keeps running the build it started with when
+/// `target/release/mpbond` is rebuilt meanwhile (the path alone would start the new build's
+/// daemons, or nothing at all: `current_exe` then names a "(deleted)" file).
+pub fn own_executable() -> std::io::Result<PathBuf> {
+    let p = PathBuf::from(format!("/proc/{}/exe", std::process::id()));
+    if p.exists() {
+        Ok(p)
+    } else {
+        std::env::current_exe()
+    }
+}
+
 /// Where the programs and files are.
 #[derive(Clone, Debug)]
 pub struct RunEnv {

@@ -377,7 +377,7 @@ fn paper(a: PaperArgs) -> Result<()> {
 
 fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec<RunResult>> {
     let env = RunEnv {
-        exe: std::env::current_exe().context("cannot find the mpbond binary")?,
+        exe: mpbond_lab::run::own_executable().context("cannot find the mpbond binary")?,
         work: out.join("work"),
         packet_log,
     };
