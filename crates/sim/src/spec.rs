@@ -104,6 +104,11 @@ pub struct PathSpec {
     pub queue_bytes: Option<u64>,
     /// Random loss probability per packet.
     pub loss: f64,
+    /// Capacity toward the proxy (TCP ACKs, `DATA_ACK`s, pipe feedback, a rejoin's SYN), if
+    /// limited: an LTE uplink trace, whose outages stop the download's ACKs and so, once the
+    /// window is out, the download itself. `None`: only propagation delay, as before uplinks
+    /// were modelled.
+    pub up: Option<RateProfile>,
 }
 
 impl PathSpec {
@@ -114,6 +119,7 @@ impl PathSpec {
             rtt,
             queue_bytes: None,
             loss: 0.0,
+            up: None,
         }
     }
 
@@ -277,6 +283,16 @@ impl Scenario {
     /// Makes a link follow a trace from time 0.
     pub fn set_trace(&mut self, link: LinkRef, trace: Arc<Trace>) -> Result<(), SpecError> {
         self.path_mut(link)?.rate = RateProfile::trace(trace);
+        Ok(())
+    }
+
+    /// Makes a link's direction toward the proxy follow a trace from time 0 (the PS-Path
+    /// and HS-Paths: a pipe's uplink is not modelled).
+    pub fn set_up_trace(&mut self, link: LinkRef, trace: Arc<Trace>) -> Result<(), SpecError> {
+        if let LinkRef::Pipe(_) = link {
+            return err("an uplink trace is for ps or hs<k>: pipe uplinks are not modelled".into());
+        }
+        self.path_mut(link)?.up = Some(RateProfile::trace(trace));
         Ok(())
     }
 

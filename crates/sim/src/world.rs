@@ -53,6 +53,32 @@ const HELPER_REJOIN_AFTER: Duration = Duration::from_secs(1);
 /// Bytes a rejoin's handshake needs from the link toward the primary or helper (SYN-ACK and
 /// the join's answer).
 const HANDSHAKE_BYTES: u64 = 120;
+/// Bytes of a packet toward the proxy, where uplinks are modelled (`PathSpec::up`): a TCP
+/// ACK (IP and TCP headers with timestamps), a SYN, a `DATA_ACK` with its SACK blocks in its
+/// TCP segment, pipe feedback in its own.
+const ACK_WIRE: u64 = 52;
+const SYN_WIRE: u64 = 60;
+const DATA_ACK_WIRE: u64 = 52 + 90;
+const FEEDBACK_WIRE: u64 = 52 + 40;
+
+/// A path's direction toward the proxy where it is rate-limited: first in, first out, with
+/// no queue limit (it carries ACKs and control frames, a few percent of the download's
+/// bytes).
+struct UpLink {
+    rate: crate::rate::RateProfile,
+    server: Server,
+    free_at: Time,
+}
+
+impl UpLink {
+    /// When `bytes` offered at `at` have left the bottleneck; None if it never serves again.
+    fn carry(&mut self, at: Time, bytes: u64) -> Option<Time> {
+        let start = at.max(self.free_at);
+        let done = self.server.finish(&self.rate, start, bytes)?;
+        self.free_at = done;
+        Some(done)
+    }
+}
 
 /// A frame inside a simulated TCP stream.
 #[derive(Debug, Clone)]
@@ -156,6 +182,8 @@ struct World<'a> {
     flows: Vec<Tcp<SimFrame>>,
     /// Bumped when a flow is replaced by a rejoin's new connection.
     epoch: Vec<u32>,
+    /// Each subflow's WAN uplink (0: PS, k+1: HS of helper k), where modelled.
+    up: Vec<Option<UpLink>>,
     timer_at: Vec<Option<Time>>,
     proxy_est: Vec<PathEstimator>,
     pipe_state: Vec<PipeState>,
@@ -342,6 +370,16 @@ impl<'a> World<'a> {
             rng: Rng::new(sc.seed),
             flows,
             epoch: vec![0; nflows],
+            up: std::iter::once(&sc.ps)
+                .chain(sc.helpers.iter().map(|h| &h.hs))
+                .map(|p| {
+                    p.up.clone().map(|rate| UpLink {
+                        rate,
+                        server: Server::default(),
+                        free_at: Time::ZERO,
+                    })
+                })
+                .collect(),
             timer_at: vec![None; nflows],
             proxy_est,
             pipe_state,
@@ -425,7 +463,15 @@ impl<'a> World<'a> {
             }
             Ev::Arrive(f, e, p) => {
                 let (frames, ack_at) = self.flows[f].on_arrival(self.now, p);
-                self.at(ack_at, Ev::Ack(f, e, p.id));
+                // A WAN path's ACK crosses its uplink, where modelled; a pipe's only its delay.
+                let ack_at = match f {
+                    0 => self.arrival_at_proxy(0, self.now, ACK_WIRE),
+                    f if f % 2 == 1 => self.arrival_at_proxy((f - 1) / 2 + 1, self.now, ACK_WIRE),
+                    _ => Some(ack_at),
+                };
+                if let Some(t) = ack_at {
+                    self.at(t, Ev::Ack(f, e, p.id));
+                }
                 self.deliver(f, frames);
             }
             Ev::Ack(f, _, id) => {
@@ -679,11 +725,19 @@ impl<'a> World<'a> {
     }
 
     fn send_acks(&mut self) {
-        let Some(delay) = self.uplink_delay() else {
+        // Over the PS-Path, or over a live helper's pipe and HS-Path.
+        let Some(via) = (0..self.sub.len()).find(|&s| self.sub[s].alive) else {
             return;
         };
+        let first_hop = if via == 0 {
+            Duration::ZERO
+        } else {
+            self.sc.helpers[via - 1].pipe.owd()
+        };
         while let Some(a) = self.receiver.poll_ack(self.now) {
-            self.at(self.now + delay, Ev::DataAck(a));
+            if let Some(t) = self.arrival_at_proxy(via, self.now + first_hop, DATA_ACK_WIRE) {
+                self.at(t, Ev::DataAck(a));
+            }
         }
         if let Some(d) = self.receiver.next_ack_deadline() {
             let d = d.max(self.now);
@@ -709,36 +763,50 @@ impl<'a> World<'a> {
             uplink: false,
         };
         let spec = &self.sc.helpers[k];
-        let via_hs = spec.hs.owd();
-        let delay = match self.sc.feedback_route {
-            FeedbackRoute::HsPath => via_hs,
-            FeedbackRoute::Flexible => {
-                if self.flows[flow_hs(k)].outq() > 0 || !self.sub[0].alive {
-                    via_hs
-                } else {
-                    spec.pipe.owd() + self.sc.ps.owd()
-                }
+        let arrives = match self.sc.feedback_route {
+            FeedbackRoute::Flexible if self.flows[flow_hs(k)].outq() == 0 && self.sub[0].alive => {
+                self.arrival_at_proxy(0, self.now + spec.pipe.owd(), FEEDBACK_WIRE)
             }
+            _ => self.arrival_at_proxy(k + 1, self.now, FEEDBACK_WIRE),
         };
-        self.at(self.now + delay, Ev::Feedback(k, fb));
+        if let Some(t) = arrives {
+            self.at(t, Ev::Feedback(k, fb));
+        }
         self.at(self.now + self.sc.feedback_interval, Ev::FeedbackTimer(k));
+    }
+
+    /// When `bytes` sent toward the proxy at `at` over subflow `s`'s WAN path arrive there:
+    /// its uplink's service (where modelled) and its one-way delay. None if that uplink
+    /// never serves again.
+    fn arrival_at_proxy(&mut self, s: usize, at: Time, bytes: u64) -> Option<Time> {
+        let owd = if s == 0 {
+            self.sc.ps.owd()
+        } else {
+            self.sc.helpers[s - 1].hs.owd()
+        };
+        let left = match self.up[s].as_mut() {
+            Some(u) => u.carry(at, bytes)?,
+            None => at,
+        };
+        Some(left + owd)
     }
 
     /// When a rejoin of subflow `s` begun now is up at the proxy: the primary reconnects its
     /// PS-Path at once; for a helper the request crosses the pipe and the helper connects
     /// over its HS-Path. The handshake's answer waits behind what the dead connection left
     /// queued on the link (the emulator's queue is shared) and for the link to serve at all
-    /// (an outage); then the join takes one more round trip. None if the link never serves
-    /// again.
-    fn handshake_done(&self, s: usize) -> Option<Time> {
+    /// (an outage; the SYN waits for the uplink's, where modelled); then the join takes one
+    /// more round trip. None if the link never serves again.
+    fn handshake_done(&mut self, s: usize) -> Option<Time> {
+        let sc = self.sc;
         let (path, ask) = if s == 0 {
-            (&self.sc.ps, Duration::ZERO)
+            (&sc.ps, Duration::ZERO)
         } else {
-            let h = &self.sc.helpers[s - 1];
+            let h = &sc.helpers[s - 1];
             (&h.hs, h.pipe.owd())
         };
         let left = self.flows[flow_of_subflow(s)].link().queued_bytes();
-        let syn_at = self.now + ask + path.owd();
+        let syn_at = self.arrival_at_proxy(s, self.now + ask, SYN_WIRE)?;
         let served = Server::default().finish(&path.rate, syn_at, left + HANDSHAKE_BYTES)?;
         Some(served + path.owd() + path.rtt)
     }

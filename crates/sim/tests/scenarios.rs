@@ -229,3 +229,52 @@ fn a_path_back_from_an_outage_rejoins_and_carries_data_again() {
         assert!(tb < tg, "{link}: {tb:.2} s with rejoin, {tg:.2} s without");
     }
 }
+
+/// An uplink outage stops a download once its window is out, though the downlink is free:
+/// the ACKs wait. A fast uplink changes next to nothing; a two-second outage costs the
+/// download about that much; both deliver every byte. A pipe has no uplink to limit.
+#[test]
+fn an_uplink_outage_stalls_the_download_through_its_acks() {
+    use mpbond_core::Time;
+    use mpbond_sim::rate::{RateProfile, Source};
+    let with_up = |up: Option<RateProfile>| {
+        let mut sc = Scenario::new(
+            PathSpec::constant(8.0, Duration::from_millis(50)),
+            vec![],
+            4_000_000,
+            "pams",
+        );
+        sc.ps.up = up;
+        run(&sc).unwrap()
+    };
+    let free = with_up(None);
+    let fast = with_up(Some(RateProfile::constant(100e6)));
+    let mut out = RateProfile::constant(2e6);
+    out.change_at(Time::from_millis(1000), Source::Constant(0.0));
+    out.change_at(Time::from_millis(3000), Source::Constant(2e6));
+    let cut = with_up(Some(out));
+    for r in [&free, &fast, &cut] {
+        assert!(r.verified);
+    }
+    let (a, b, c) = (
+        free.download_time_s.unwrap(),
+        fast.download_time_s.unwrap(),
+        cut.download_time_s.unwrap(),
+    );
+    assert!(
+        (b / a - 1.0).abs() < 0.02,
+        "{a:.3} s free, {b:.3} s over a fast uplink"
+    );
+    assert!(
+        c > a + 1.5,
+        "{a:.3} s free, {c:.3} s with the uplink out for 2 s"
+    );
+    let mut sc = Scenario::paper_common(1, 1000, "pams");
+    let e = sc
+        .set_up_trace(
+            LinkRef::Pipe(1),
+            Arc::new(Trace::parse("t", "1\n").unwrap()),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("pipe"), "{e}");
+}

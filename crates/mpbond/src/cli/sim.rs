@@ -106,7 +106,12 @@ pub struct SimArgs {
     /// (repeatable).
     #[arg(long, value_name = "LINK=FILE")]
     trace: Vec<String>,
-    /// Start every --trace this far into it, wrapping at its end (as the lab's `trace_step`
+    /// Make a WAN path's direction toward the proxy (its ACKs and control frames) follow a
+    /// mahimahi trace: LINK=FILE with LINK ps or hs<k>, e.g.
+    /// ps=traces/Verizon-LTE-short.up (repeatable). Without it the uplink only delays.
+    #[arg(long = "trace-up", value_name = "LINK=FILE")]
+    trace_up: Vec<String>,
+    /// Start every --trace and --trace-up this far into it, wrapping at its end (as the lab's `trace_step`
     /// does per repetition), to sample other stretches of the same traces.
     #[arg(long, default_value = "0s", value_name = "DUR")]
     trace_from: String,
@@ -215,14 +220,19 @@ impl SimArgs {
         let trace_from = parse_duration(&self.trace_from).context("--trace-from")?;
         let trace_from =
             u64::try_from(trace_from.as_millis()).context("--trace-from is too long")?;
-        let mut traces = Vec::new();
-        for t in &self.trace {
-            let (link, file) = t
-                .split_once('=')
-                .with_context(|| format!("bad --trace {t:?}: use LINK=FILE"))?;
-            let trace = Trace::load(file)?.starting_at(trace_from);
-            traces.push((LinkRef::parse(link)?, Arc::new(trace)));
-        }
+        let load = |specs: &[String], flag: &str| -> Result<Vec<(LinkRef, Arc<Trace>)>> {
+            let mut out = Vec::new();
+            for t in specs {
+                let (link, file) = t
+                    .split_once('=')
+                    .with_context(|| format!("bad --{flag} {t:?}: use LINK=FILE"))?;
+                let trace = Trace::load(file)?.starting_at(trace_from);
+                out.push((LinkRef::parse(link)?, Arc::new(trace)));
+            }
+            Ok(out)
+        };
+        let traces = load(&self.trace, "trace")?;
+        let up_traces = load(&self.trace_up, "trace-up")?;
         let mut losses = Vec::new();
         for l in &self.loss {
             let (link, p) = l
@@ -305,6 +315,9 @@ impl SimArgs {
                     sc.timeline_every = self.timeline.as_deref().map(parse_duration).transpose()?;
                     for (link, t) in &traces {
                         sc.set_trace(*link, t.clone())?;
+                    }
+                    for (link, t) in &up_traces {
+                        sc.set_up_trace(*link, t.clone()).context("--trace-up")?;
                     }
                     for c in &changes {
                         sc.apply(c)?;
