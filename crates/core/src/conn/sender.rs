@@ -757,7 +757,9 @@ impl Sender {
     /// subflow with the smallest PAD, if that one would deliver it within [`LATE_GAIN`] of
     /// the time the head is late already, together with its subflow's late share behind it
     /// (at most [`WINDOW_RESCUE_MIN`] bytes or the idle subflow's congestion window, if
-    /// larger); a helper is told to drop its copies. A copy is never rescued again: its
+    /// larger, and no more than the idle subflow delivers within that same bound: a copy
+    /// arriving later than its original would only hold up what that subflow carries next);
+    /// a helper is told to drop its copies. A copy is never rescued again: its
     /// original is still on its way.
     ///
     /// [`Sender::window_rescue`] waits until the stream can send nothing; with autotuned
@@ -807,11 +809,20 @@ impl Sender {
             // The head is likely to take about as long again as it is late already; another
             // path must deliver a copy in half that, or the copy is not worth its bytes.
             let late_by = now.saturating_since(h.due).as_secs_f64();
+            let pad = crate::scheduler::pams::pad_drain;
             let to = self
                 .rescue_target(views, h.subflow)
-                .filter(|v| crate::scheduler::pams::pad_drain(v) < late_by * LATE_GAIN);
+                .filter(|v| pad(v) < late_by * LATE_GAIN);
             if let Some(to) = to {
-                picked = Some((sid, h.subflow, to.cwnd.max(WINDOW_RESCUE_MIN), to.rtt));
+                // The rest of the share must meet the head's bound too: only what the
+                // target delivers within LATE_GAIN of the lateness, behind its own delay
+                // (one segment at least, for the head).
+                let budget = to.throughput * (late_by * LATE_GAIN - pad(to));
+                let max = to
+                    .cwnd
+                    .max(WINDOW_RESCUE_MIN)
+                    .min((budget.max(0.0) as u64).max(self.cfg.max_segment as u64));
+                picked = Some((sid, h.subflow, max, to.rtt));
                 break;
             }
         }

@@ -925,6 +925,69 @@ fn a_late_head_is_sent_again_while_the_stream_has_new_data() {
     assert_eq!(tx.stats().late_rescues, 1);
 }
 
+/// A late-head rescue takes only what the idle subflow delivers within the head's own
+/// bound (LATE_GAIN of the lateness, behind its delay): copies that would arrive after
+/// their originals would only hold up that subflow. Subflow 1 carries 80 kB from 0 s; at
+/// 150 ms its head is 125 ms late and its whole share counts as late (taken back in full
+/// before this rule), but subflow 2 (1 MB/s, 25 ms away) delivers only
+/// 1e6 x (0.125 x 0.5 - 0.025) = 37.5 kB within the bound.
+#[test]
+fn a_late_rescue_takes_no_more_than_the_target_delivers_in_time() {
+    let mut tx = Sender::new(
+        Box::new(LowestIdle),
+        SenderConfig {
+            max_segment: 10_000,
+            ..SenderConfig::default()
+        },
+    );
+    let s = StreamId(0);
+    tx.open_stream(s).unwrap();
+    tx.write(s, Bytes::from(pattern(1_000_000, 5))).unwrap();
+    let path = |id| {
+        let mut v = PathView::new(SubflowId(id), PathKind::Direct);
+        (v.rtt, v.min_rtt, v.throughput, v.cwnd) = (0.05, 0.05, 1e6, 200_000);
+        v
+    };
+    let mut views = vec![path(1), path(2)];
+    for k in 0..8 {
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+            panic!("segment {k}");
+        };
+        assert_eq!(t.subflow, SubflowId(1));
+        views[0].queued += t.payload.len() as u64;
+        views[0].inflight += t.payload.len() as u64;
+    }
+    views[0].idle = false;
+    for _ in 0..3 {
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+            panic!("data for subflow 2");
+        };
+        assert_eq!(t.subflow, SubflowId(2));
+    }
+    let mut sacks = mpbond_proto::Sacks::new();
+    sacks.push(80_000, 110_000);
+    tx.on_ack(&DataAck {
+        stream: s,
+        cum_ack: 0,
+        window_end: 16 << 20,
+        sacks,
+        fin_received: false,
+    })
+    .unwrap();
+    let Some(Output::Data(t)) = tx.poll_transmit(Time::from_secs_f64(0.15), &mut views) else {
+        panic!("the head again");
+    };
+    assert!(
+        t.reinjected && t.subflow == SubflowId(2) && t.dsn == 0,
+        "{t:?}"
+    );
+    let taken = tx.stats().late_rescued_bytes;
+    assert!(
+        (10_000..=37_500).contains(&taken),
+        "{taken} bytes taken back for subflow 2"
+    );
+}
+
 /// With the rescue off, the late head stays where it is.
 #[test]
 fn a_late_head_stays_put_when_late_rescue_is_off() {
