@@ -533,6 +533,40 @@ enum Client {
     },
 }
 
+/// Attempts at one run whose daemons did not connect in time before the suite stops.
+const CONNECT_ATTEMPTS: usize = 3;
+
+/// [`run_one`], again on a fresh testbed when mpbond's daemons had not connected by the
+/// workload's start (a run that measured nothing, as on a machine busy for a moment), at most
+/// [`CONNECT_ATTEMPTS`] times; any other failure stops at once.
+pub fn run_retrying(
+    sc: &Scenario,
+    scheme: Scheme,
+    size: u64,
+    rep: usize,
+    env: &RunEnv,
+) -> anyhow::Result<RunResult> {
+    let mut attempt = 1;
+    loop {
+        // A fresh scratch directory too: keys are never overwritten.
+        let env = RunEnv {
+            work: if attempt == 1 {
+                env.work.clone()
+            } else {
+                env.work.join(format!("attempt{attempt}"))
+            },
+            ..env.clone()
+        };
+        match run_one(sc, scheme, size, rep, &env) {
+            Err(e) if attempt < CONNECT_ATTEMPTS && e.is::<NotConnected>() => {
+                eprintln!("lab: {e}; running it again ({attempt} of {CONNECT_ATTEMPTS} failed)");
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Runs one workload item: a file of `size` bytes (ignored for bulk).
 pub fn run_one(
     sc: &Scenario,

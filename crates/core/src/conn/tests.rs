@@ -803,6 +803,16 @@ fn a_head_on_a_stalled_path_is_rescued_at_the_end_of_a_chunk() {
 /// subflow 1 at 0 s, the next ones to subflow 2, and the receiver acknowledged everything
 /// but the head. Returns the sender and the views (both idle).
 fn head_late_on_direct(late_rescue: bool) -> (Sender, Vec<PathView>, Seen) {
+    share_late_on_direct(late_rescue, 1, 50_000)
+}
+
+/// As [`head_late_on_direct`] with `segments` segments of 10 kB on subflow 1 (the paths'
+/// congestion windows `cwnd`), three on subflow 2, all but subflow 1's acknowledged.
+fn share_late_on_direct(
+    late_rescue: bool,
+    segments: usize,
+    cwnd: u64,
+) -> (Sender, Vec<PathView>, Seen) {
     let seen = Seen::default();
     let mut tx = Sender::new(
         Box::new(Watched(seen.clone())),
@@ -817,14 +827,16 @@ fn head_late_on_direct(late_rescue: bool) -> (Sender, Vec<PathView>, Seen) {
     tx.write(s, Bytes::from(pattern(1_000_000, 5))).unwrap();
     let path = |id| {
         let mut v = PathView::new(SubflowId(id), PathKind::Direct);
-        (v.rtt, v.min_rtt, v.throughput, v.cwnd) = (0.05, 0.05, 1e6, 50_000);
+        (v.rtt, v.min_rtt, v.throughput, v.cwnd) = (0.05, 0.05, 1e6, cwnd);
         v
     };
     let mut views = vec![path(1), path(2)];
-    let Some(Output::Data(head)) = tx.poll_transmit(Time::ZERO, &mut views) else {
-        panic!("the head goes out");
-    };
-    assert_eq!((head.subflow, head.dsn), (SubflowId(1), 0));
+    for k in 0..segments {
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+            panic!("segment {k} goes out");
+        };
+        assert_eq!((t.subflow, t.dsn), (SubflowId(1), k as u64 * 10_000));
+    }
     views[0].idle = false;
     for _ in 0..3 {
         let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
@@ -832,8 +844,9 @@ fn head_late_on_direct(late_rescue: bool) -> (Sender, Vec<PathView>, Seen) {
         };
         assert_eq!(t.subflow, SubflowId(2));
     }
+    let first = segments as u64 * 10_000;
     let mut sacks = mpbond_proto::Sacks::new();
-    sacks.push(10_000, 40_000);
+    sacks.push(first, first + 30_000);
     tx.on_ack(&DataAck {
         stream: s,
         cum_ack: 0,
@@ -842,9 +855,9 @@ fn head_late_on_direct(late_rescue: bool) -> (Sender, Vec<PathView>, Seen) {
         fin_received: false,
     })
     .unwrap();
-    // What the kernels hold now: subflow 1 its 10 kB head, subflow 2 nothing.
-    views[0].queued = 10_000;
-    views[0].inflight = 10_000;
+    // What the kernels hold now: subflow 1 its share, subflow 2 nothing.
+    views[0].queued = first;
+    views[0].inflight = first;
     views[0].idle = true;
     (tx, views, seen)
 }
@@ -933,47 +946,7 @@ fn a_late_head_is_sent_again_while_the_stream_has_new_data() {
 /// 1e6 x (0.125 x 0.5 - 0.025) = 37.5 kB within the bound.
 #[test]
 fn a_late_rescue_takes_no_more_than_the_target_delivers_in_time() {
-    let mut tx = Sender::new(
-        Box::new(LowestIdle),
-        SenderConfig {
-            max_segment: 10_000,
-            ..SenderConfig::default()
-        },
-    );
-    let s = StreamId(0);
-    tx.open_stream(s).unwrap();
-    tx.write(s, Bytes::from(pattern(1_000_000, 5))).unwrap();
-    let path = |id| {
-        let mut v = PathView::new(SubflowId(id), PathKind::Direct);
-        (v.rtt, v.min_rtt, v.throughput, v.cwnd) = (0.05, 0.05, 1e6, 200_000);
-        v
-    };
-    let mut views = vec![path(1), path(2)];
-    for k in 0..8 {
-        let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
-            panic!("segment {k}");
-        };
-        assert_eq!(t.subflow, SubflowId(1));
-        views[0].queued += t.payload.len() as u64;
-        views[0].inflight += t.payload.len() as u64;
-    }
-    views[0].idle = false;
-    for _ in 0..3 {
-        let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
-            panic!("data for subflow 2");
-        };
-        assert_eq!(t.subflow, SubflowId(2));
-    }
-    let mut sacks = mpbond_proto::Sacks::new();
-    sacks.push(80_000, 110_000);
-    tx.on_ack(&DataAck {
-        stream: s,
-        cum_ack: 0,
-        window_end: 16 << 20,
-        sacks,
-        fin_received: false,
-    })
-    .unwrap();
+    let (mut tx, mut views, _) = share_late_on_direct(true, 8, 200_000);
     let Some(Output::Data(t)) = tx.poll_transmit(Time::from_secs_f64(0.15), &mut views) else {
         panic!("the head again");
     };
