@@ -7,6 +7,7 @@
 pub mod bounds;
 pub mod claim;
 pub mod combine;
+pub mod counters;
 pub mod cpu;
 pub mod emu;
 pub mod energy;

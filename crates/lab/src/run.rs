@@ -15,6 +15,7 @@ use mpbond_sim::link::LinkConfig;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::counters;
 use crate::cpu::{CpuMeter, DaemonCpu};
 use crate::emu::{LinkReport, PacketEvent};
 use crate::energy::{self, Radio};
@@ -64,7 +65,8 @@ pub struct RunEnv {
     /// A scratch directory for configs, keys and logs.
     pub work: PathBuf,
     /// Also write every link's packet log of the workload to `packets.csv` in the run's
-    /// scratch directory (for looking at what a scheme did packet by packet).
+    /// scratch directory (for looking at what a scheme did packet by packet), and the kernel
+    /// counters that moved on each device to `counters.csv` (why a kernel sender held back).
     pub packet_log: bool,
 }
 
@@ -721,6 +723,26 @@ pub fn run_one(
             );
         }
     }
+    // The kernel's counters of every device, when the scratch space is kept (`--packets`).
+    let devices: Vec<(String, String)> = [
+        ("origin".to_string(), tb.names.origin.clone()),
+        ("proxy".to_string(), tb.names.proxy.clone()),
+        ("primary".to_string(), tb.names.primary.clone()),
+    ]
+    .into_iter()
+    .chain(
+        tb.names
+            .helpers
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("helper{}", i + 1), n.clone())),
+    )
+    .collect();
+    let counters_before = if env.packet_log {
+        Some(counters::snapshot(&devices)?)
+    } else {
+        None
+    };
     // Wait for the workload's start time.
     wait_until(lead);
     let start_us = emu_now().as_micros() as u64;
@@ -795,6 +817,10 @@ pub fn run_one(
         .map_err(|_| anyhow::anyhow!("the client thread panicked"))??
     };
     let cpu = cpu_meter.finish();
+    if let Some(before) = &counters_before {
+        let after = counters::snapshot(&devices)?;
+        counters::write(&work.join("counters.csv"), &counters::moved(before, &after))?;
+    }
     let sched = match scheme.kind {
         Kind::Mpbond(_) => sched_stats(&tb, sc.dual),
         _ => None,

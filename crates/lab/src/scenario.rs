@@ -197,6 +197,11 @@ pub struct Scenario {
     /// not change with the host's default (BBR on some machines).
     #[serde(default = "default_cc")]
     pub cc: String,
+    /// The receive buffer a phone's TCP socket starts with (`net.ipv4.tcp_rmem`'s default on
+    /// the primary and the helpers), e.g. `1MiB` as Android's LTE profiles. Default Linux's
+    /// 128 KiB (`topo::LINUX_RECEIVE_BUFFER` says what either choice does).
+    #[serde(default)]
+    pub phone_rcvbuf: Option<String>,
     /// Variants of the topology, each run and reported on its own (`[[variant]]`).
     #[serde(default, rename = "variant")]
     pub variants: Vec<VariantDef>,
@@ -753,6 +758,10 @@ impl Scenario {
             helpers,
             seed: self.seed,
             cc: self.cc.clone(),
+            phone_rcvbuf: match &self.phone_rcvbuf {
+                Some(v) => parse_size(v).map_err(|e| anyhow::anyhow!("phone_rcvbuf: {e}"))?,
+                None => crate::topo::LINUX_RECEIVE_BUFFER,
+            },
         })
     }
 }

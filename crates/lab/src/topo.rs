@@ -25,6 +25,26 @@ use crate::tun::Tun;
 /// bytes, so it bounds any transport's window (`run::WINDOW_BOUND`).
 pub const SEND_BUFFER_MAX: u64 = 4 << 20;
 
+/// The largest receive buffer TCP autotuning may give a socket in every namespace
+/// (`net.ipv4.tcp_rmem`'s maximum, Linux's default), pinned like the send buffer so that
+/// results do not follow the host's setting (32 MiB on this machine).
+pub const RECEIVE_BUFFER_MAX: u64 = 6 << 20;
+
+/// The receive buffer a TCP socket starts with (`net.ipv4.tcp_rmem`'s default, Linux's
+/// 128 KiB) on the origin and the proxy, and by default on the phones
+/// (`TopologySpec::phone_rcvbuf`, scenario key `phone_rcvbuf`).
+///
+/// Android's LTE buffer profiles start phones at 0.5-4 MiB (1 MiB in many device trees,
+/// `net.tcp.buffersize.lte=524288,1048576,2097152,...`), and which one a testbed uses moves
+/// results both ways, so the default stays Linux's and the key lets a run choose. MPTCP's
+/// receive window is shared by its subflows, and out-of-order data behind a slow subflow
+/// fills a small buffer: kibbutz in 03 at 128 KiB sometimes takes 19-26 s instead of 6-7
+/// (docs/evaluation.md, 03), at 1 MiB or more it did not in 7 runs. A window that is not
+/// held back by the receiver, though, lets slow start overshoot the 150 KB queues of the
+/// LTE traces (10a at 1 MiB: kibbutz's 1 MB downloads 0.71 s against 0.58-0.61 s, mpbond's
+/// 4 MB 1.37 s against 1.19 s).
+pub const LINUX_RECEIVE_BUFFER: u64 = 128 << 10;
+
 /// Both directions of one link.
 #[derive(Clone, Debug)]
 pub struct LinkParams {
@@ -56,6 +76,9 @@ pub struct TopologySpec {
     pub seed: u64,
     /// TCP congestion control for every namespace (checked against the kernel's list).
     pub cc: String,
+    /// The receive buffer a TCP socket starts with on the primary and the helpers (the
+    /// phones): `net.ipv4.tcp_rmem`'s default there. See [`LINUX_RECEIVE_BUFFER`].
+    pub phone_rcvbuf: u64,
 }
 
 /// Namespace names of a testbed.
@@ -159,7 +182,16 @@ impl Testbed {
         // bound (`run::WINDOW_BOUND`) holds every sender to its maximum.
         let wmem = format!("net.ipv4.tcp_wmem=4096 16384 {SEND_BUFFER_MAX}");
         for n in ns.names() {
-            let set = ["ip", "netns", "exec", n, "sysctl", "-qw", &setting, &wmem];
+            let phone = n == &names.primary || names.helpers.contains(n);
+            let start = if phone {
+                spec.phone_rcvbuf.min(RECEIVE_BUFFER_MAX)
+            } else {
+                LINUX_RECEIVE_BUFFER
+            };
+            let rmem = format!("net.ipv4.tcp_rmem=4096 {start} {RECEIVE_BUFFER_MAX}");
+            let set = [
+                "ip", "netns", "exec", n, "sysctl", "-qw", &setting, &wmem, &rmem,
+            ];
             if crate::netns::sh(&set).is_err() {
                 // Someone may have shrunk the allowed list since: allow it again, once.
                 crate::netns::allow_congestion(&spec.cc)?;

@@ -44,6 +44,7 @@ fn testbed_with(down: LinkConfig, cc: &str) -> Result<Testbed, netns::NetError> 
         helpers: vec![],
         seed: 7,
         cc: cc.into(),
+        phone_rcvbuf: 512 << 10,
     })
 }
 
@@ -208,14 +209,29 @@ fn trace_replays_at_its_mean_rate() {
     );
 }
 
-/// The default congestion control inside namespace `n`.
-fn namespace_cc(n: &str) -> String {
+/// A sysctl's value inside namespace `n`, whitespace collapsed.
+fn namespace_sysctl(n: &str, key: &str) -> String {
     let out = std::process::Command::new("ip")
-        .args(["netns", "exec", n, "sysctl", "-n"])
-        .arg("net.ipv4.tcp_congestion_control")
+        .args(["netns", "exec", n, "sysctl", "-n", key])
         .output()
         .expect("sysctl");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    let v = String::from_utf8_lossy(&out.stdout);
+    v.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The default congestion control inside namespace `n`.
+fn namespace_cc(n: &str) -> String {
+    namespace_sysctl(n, "net.ipv4.tcp_congestion_control")
+}
+
+#[test]
+fn phones_and_servers_get_their_own_pinned_receive_buffers() {
+    // The host's own tcp_rmem (32 MiB maximum here) must not leak into the testbed.
+    let tb = testbed(cfg(RateProfile::constant(10e6), 5, 0.0));
+    let rmem = |n: &str| namespace_sysctl(n, "net.ipv4.tcp_rmem");
+    assert_eq!(rmem(&tb.names.primary), "4096 524288 6291456");
+    assert_eq!(rmem(&tb.names.proxy), "4096 131072 6291456");
+    assert_eq!(rmem(&tb.names.origin), "4096 131072 6291456");
 }
 
 #[test]

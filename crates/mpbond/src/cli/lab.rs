@@ -66,6 +66,10 @@ pub struct PaperArgs {
     /// as in MPBond §6.1), e.g. `bbr`.
     #[arg(long)]
     cc: Option<String>,
+    /// Override every experiment's initial receive buffer on the phones (scenario key
+    /// `phone_rcvbuf`, default Linux's 128KiB), e.g. `1MiB` as Android's LTE profiles.
+    #[arg(long)]
+    phone_rcvbuf: Option<String>,
     /// Where the experiment files are.
     #[arg(long, default_value = "scenarios/paper")]
     dir: PathBuf,
@@ -76,7 +80,7 @@ pub struct PaperArgs {
     /// already has under the output directory, and write summary.md/summary.json from
     /// them. For a suite finished in parts with `--only` (every part from one build), or
     /// after a claim in a scenario file changed.
-    #[arg(long, conflicts_with_all = ["reps", "cc"])]
+    #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf"])]
     from_results: bool,
 }
 
@@ -92,6 +96,10 @@ pub struct RunArgs {
     /// Override the scenario's TCP congestion control (`cc`, default cubic), e.g. `bbr`.
     #[arg(long)]
     cc: Option<String>,
+    /// Override the phones' initial TCP receive buffer (`phone_rcvbuf`, default Linux's
+    /// 128KiB), e.g. `1MiB` as Android's LTE profiles.
+    #[arg(long)]
+    phone_rcvbuf: Option<String>,
     /// Only these schemes (comma-separated): single, kibbutz, kibbutz-n, kibbutz-split-<p>,
     /// combine (or combine-<chunk>, e.g. combine-64KiB), mpbond-naive, mpbond, mptcp-wifi-lte,
     /// and mpbond's variants (mpbond-paper, mpbond-paper-pad, mpbond-loss-hold,
@@ -105,7 +113,9 @@ pub struct RunArgs {
     #[arg(long)]
     check: bool,
     /// Write each run's packet log (`link,dir,t_s,bytes,event`) to
-    /// `<out>/work/.../<scheme>-<size>-<rep>/packets.csv`.
+    /// `<out>/work/.../<scheme>-<size>-<rep>/packets.csv`, and the kernel counters that
+    /// moved on each device during the workload (`/proc/net/netstat` and `snmp`: MPTCP's
+    /// data-level retransmissions, TCP losses and timeouts) to `counters.csv` beside it.
     #[arg(long)]
     packets: bool,
     /// Before each measured download, fetch this much (e.g. 1MB) through the same client and
@@ -145,6 +155,9 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             }
             if let Some(cc) = a.cc {
                 sc.cc = cc;
+            }
+            if let Some(b) = a.phone_rcvbuf {
+                sc.phone_rcvbuf = Some(b);
             }
             if let Some(w) = a.warm {
                 sc.workload.warm = Some(w);
@@ -321,6 +334,9 @@ fn paper(a: PaperArgs) -> Result<()> {
         }
         if let Some(cc) = &a.cc {
             sc.cc = cc.clone();
+        }
+        if let Some(b) = &a.phone_rcvbuf {
+            sc.phone_rcvbuf = Some(b.clone());
         }
         let t = std::time::Instant::now();
         let results = if a.from_results {
