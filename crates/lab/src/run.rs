@@ -548,21 +548,34 @@ pub fn run_retrying(
     rep: usize,
     env: &RunEnv,
 ) -> anyhow::Result<RunResult> {
-    let mut attempt = 1;
-    loop {
-        // A fresh scratch directory too: keys are never overwritten.
+    retry_not_connected(&env.work, CONNECT_ATTEMPTS, |work| {
         let env = RunEnv {
-            work: if attempt == 1 {
-                env.work.clone()
-            } else {
-                env.work.join(format!("attempt{attempt}"))
-            },
+            work: work.to_path_buf(),
             ..env.clone()
         };
-        match run_one(sc, scheme, size, rep, &env) {
-            Err(e) if attempt < CONNECT_ATTEMPTS && e.is::<NotConnected>() => {
-                eprintln!("lab: {e}; running it again ({attempt} of {CONNECT_ATTEMPTS} failed)");
-                attempt += 1;
+        run_one(sc, scheme, size, rep, &env)
+    })
+}
+
+/// Calls `attempt` with a scratch directory until it returns anything but [`NotConnected`],
+/// at most `attempts` times; each retry gets a fresh directory under `work`
+/// (`attempt2`, ...), since a run never overwrites its keys.
+fn retry_not_connected<T>(
+    work: &Path,
+    attempts: usize,
+    mut attempt: impl FnMut(&Path) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let mut n = 1;
+    loop {
+        let dir = if n == 1 {
+            work.to_path_buf()
+        } else {
+            work.join(format!("attempt{n}"))
+        };
+        match attempt(&dir) {
+            Err(e) if n < attempts && e.is::<NotConnected>() => {
+                eprintln!("lab: {e}; running it again ({n} of {attempts} failed)");
+                n += 1;
             }
             r => return r,
         }
@@ -1349,6 +1362,44 @@ fn start_mpbond(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run whose daemons were not connected runs again in a fresh scratch directory, up
+    /// to the limit; its last failure is what the caller sees; other errors never repeat.
+    #[test]
+    fn only_a_run_that_was_not_connected_runs_again_each_time_in_a_fresh_directory() {
+        let work = Path::new("/scratch/mpbond-0-0");
+        let mut dirs = Vec::new();
+        let r = retry_not_connected(work, 3, |d| {
+            dirs.push(d.to_path_buf());
+            if dirs.len() < 3 {
+                Err(NotConnected(format!("try {}", dirs.len())).into())
+            } else {
+                Ok(7)
+            }
+        });
+        assert_eq!(r.expect("the third attempt succeeds"), 7);
+        assert_eq!(
+            dirs,
+            [work.into(), work.join("attempt2"), work.join("attempt3")]
+        );
+
+        let mut n = 0;
+        let r: anyhow::Result<()> = retry_not_connected(work, 3, |_| {
+            n += 1;
+            Err(NotConnected(format!("try {n}")).into())
+        });
+        let e = r.expect_err("three failures are a failure");
+        assert_eq!(n, 3);
+        assert!(e.to_string().contains("try 3"), "the last failure: {e}");
+
+        let mut n = 0;
+        let r: anyhow::Result<()> = retry_not_connected(work, 3, |_| {
+            n += 1;
+            anyhow::bail!("the origin did not answer")
+        });
+        assert!(r.is_err());
+        assert_eq!(n, 1, "any other failure stops at once");
+    }
 
     /// Arrival samples count the data packets delivered toward the primary on its PS-Path
     /// and pipes, in the interval they arrived: not ACKs, not the HS-Path (which ends at the
