@@ -479,6 +479,7 @@ pub(crate) mod tests {
             chunk_times: vec![],
             cpu: vec![],
             sched: None,
+            kernel: Default::default(),
         }
     }
 

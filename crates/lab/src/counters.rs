@@ -68,6 +68,29 @@ pub fn moved(before: &Snapshot, after: &Snapshot) -> Vec<(String, String, String
         .collect()
 }
 
+/// The counters every run keeps in its result (`RunResult::kernel`) and reports show per
+/// scheme, whatever the scheme: the kernel's own view of losses and of MPTCP's data level.
+pub const REPORTED: &[(&str, &str)] = &[
+    // Segments TCP sent again (losses, timeouts, probes), every connection of the device.
+    ("Tcp", "RetransSegs"),
+    // Retransmission timeouts: the costly way to recover.
+    ("TcpExt", "TCPTimeouts"),
+    // MPTCP: data sent again at the data level (over any subflow).
+    ("MPTcpExt", "MPTCPRetrans"),
+    // MPTCP: segments dropped by the receiver as outside its connection-level window after
+    // their subflow acknowledged them; only a data-level retransmission recovers them.
+    ("MPTcpExt", "NoDSSInWindow"),
+];
+
+/// Of [`moved`]'s rows, those in [`REPORTED`], keyed `"<device> <Name>"` (e.g.
+/// `"primary NoDSSInWindow"`).
+pub fn reported(rows: &[(String, String, String, u64)]) -> BTreeMap<String, u64> {
+    rows.iter()
+        .filter(|(_, g, n, _)| REPORTED.iter().any(|(rg, rn)| rg == g && rn == n))
+        .map(|(d, _, n, v)| (format!("{d} {n}"), *v))
+        .collect()
+}
+
 /// Writes [`moved`]'s rows as CSV: `device,group,counter,increase`.
 pub fn write(path: &Path, rows: &[(String, String, String, u64)]) -> std::io::Result<()> {
     let mut out = String::from("device,group,counter,increase\n");
@@ -126,6 +149,25 @@ Udp: InDatagrams\nUdp: 5\n";
             m,
             vec![("proxy".into(), "Tcp".into(), "RetransSegs".into(), 8)]
         );
+    }
+
+    #[test]
+    fn reported_keeps_the_listed_counters_by_device() {
+        let rows = vec![
+            ("proxy".into(), "Tcp".into(), "RetransSegs".into(), 12),
+            ("proxy".into(), "Tcp".into(), "InSegs".into(), 900),
+            (
+                "primary".into(),
+                "MPTcpExt".into(),
+                "NoDSSInWindow".into(),
+                50,
+            ),
+            ("primary".into(), "TcpExt".into(), "RetransSegs".into(), 3),
+        ];
+        let r = reported(&rows);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r.get("proxy RetransSegs"), Some(&12));
+        assert_eq!(r.get("primary NoDSSInWindow"), Some(&50));
     }
 
     #[test]

@@ -286,6 +286,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
         interface_energy(&mut o, &groups);
         daemon_cpu(&mut o, &groups);
         sender_activity(&mut o, &groups);
+        kernel_counters(&mut o, &groups);
         // Bytes per device: what each device's WAN link carried toward it.
         let _ = writeln!(
             o,
@@ -495,6 +496,41 @@ fn sender_activity(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
             mean(&|x| x.late_rescued_bytes) / 1e6,
             mean(&|x| x.links_failed)
         );
+    }
+    let _ = writeln!(o);
+}
+
+/// The kernel's counters of losses and of MPTCP's data level (`RunResult::kernel`), mean per
+/// run, one column per device and counter that moved in any run: where a kernel sender
+/// (kibbutz's MPTCP, any scheme's TCP) lost time, which its packet log only shows as pauses.
+fn kernel_counters(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    let mut keys: Vec<&String> = groups
+        .iter()
+        .flat_map(|(_, rs)| rs.iter().flat_map(|r| r.kernel.keys()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    if keys.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Kernel counters that moved (mean per run; device and counter, lab::counters):\n\n| scheme | {} |",
+        keys.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(o, "|{}", " --- |".repeat(keys.len() + 1));
+    for (s, rs) in groups {
+        let cells: Vec<String> = keys
+            .iter()
+            .map(|k| {
+                let v: Vec<f64> = rs
+                    .iter()
+                    .map(|r| r.kernel.get(*k).copied().unwrap_or(0) as f64)
+                    .collect();
+                format!("{:.1}", mean_sd(&v).0)
+            })
+            .collect();
+        let _ = writeln!(o, "| {s} | {} |", cells.join(" | "));
     }
     let _ = writeln!(o);
 }
@@ -1016,6 +1052,28 @@ mod tests {
             !t.contains("mpbond's senders"),
             "no statistics, no table: {t}"
         );
+    }
+
+    /// The kernel counters' table: a column per device and counter that moved anywhere, the
+    /// mean over every run of the scheme (0 where a run did not move it).
+    #[test]
+    fn kernel_counters_are_means_per_scheme_with_a_column_each() {
+        let mut k1 = run("kibbutz", 1_000_000, 2.0, 5.0);
+        k1.kernel.insert("primary NoDSSInWindow".into(), 50);
+        k1.kernel.insert("proxy MPTCPRetrans".into(), 13);
+        let mut k2 = run("kibbutz", 1_000_000, 2.0, 5.0);
+        k2.kernel.insert("proxy MPTCPRetrans".into(), 3);
+        let m = run("mpbond", 1_000_000, 2.0, 5.0);
+        let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];
+        let t = table("t", &schemes, &[k1, k2, m]);
+        assert!(
+            t.contains("| scheme | primary NoDSSInWindow | proxy MPTCPRetrans |"),
+            "{t}"
+        );
+        assert!(t.contains("| kibbutz | 25.0 | 8.0 |"), "{t}");
+        assert!(t.contains("| mpbond | 0.0 | 0.0 |"), "{t}");
+        let none = table("t", &schemes, &[run("mpbond", 1_000_000, 2.0, 5.0)]);
+        assert!(!none.contains("Kernel counters"), "{none}");
     }
 
     /// The senders' table: means per run, the bytes sent again as a share of the payload,

@@ -172,6 +172,10 @@ pub struct RunResult {
     /// daemons' control endpoints; `None` for other schemes or when they did not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sched: Option<crate::sched::SchedStats>,
+    /// The kernel counters of [`crate::counters::REPORTED`] that moved on each device during
+    /// the workload, keyed `"<device> <Name>"`; empty for results written before them.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub kernel: std::collections::BTreeMap<String, u64>,
 }
 
 impl SubflowResult {
@@ -751,11 +755,15 @@ pub fn run_one(
             .map(|(i, n)| (format!("helper{}", i + 1), n.clone())),
     )
     .collect();
-    let counters_before = if env.packet_log {
-        Some(counters::snapshot(&devices)?)
-    } else {
-        None
+    // A diagnostic: a run does not fail for want of it.
+    let read_counters = || match counters::snapshot(&devices) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the kernel's counters");
+            None
+        }
     };
+    let counters_before = read_counters();
     // Wait for the workload's start time.
     wait_until(lead);
     let start_us = emu_now().as_micros() as u64;
@@ -830,9 +838,13 @@ pub fn run_one(
         .map_err(|_| anyhow::anyhow!("the client thread panicked"))??
     };
     let cpu = cpu_meter.finish();
-    if let Some(before) = &counters_before {
-        let after = counters::snapshot(&devices)?;
-        counters::write(&work.join("counters.csv"), &counters::moved(before, &after))?;
+    let mut kernel = std::collections::BTreeMap::new();
+    if let (Some(before), Some(after)) = (&counters_before, read_counters()) {
+        let moved = counters::moved(before, &after);
+        kernel = counters::reported(&moved);
+        if env.packet_log {
+            counters::write(&work.join("counters.csv"), &moved)?;
+        }
     }
     let sched = match scheme.kind {
         Kind::Mpbond(_) => sched_stats(&tb, sc.dual),
@@ -923,6 +935,7 @@ pub fn run_one(
         chunk_times,
         cpu,
         sched,
+        kernel,
     })
 }
 
