@@ -36,13 +36,13 @@ pub const RECEIVE_BUFFER_MAX: u64 = 6 << 20;
 ///
 /// Android's LTE buffer profiles start phones at 0.5-4 MiB (1 MiB in many device trees,
 /// `net.tcp.buffersize.lte=524288,1048576,2097152,...`), and which one a testbed uses moves
-/// results both ways, so the default stays Linux's and the key lets a run choose. MPTCP's
-/// receive window is shared by its subflows, and out-of-order data behind a slow subflow
-/// fills a small buffer: kibbutz in 03 at 128 KiB sometimes takes 19-26 s instead of 6-7
-/// (docs/evaluation.md, 03), at 1 MiB or more it did not in 7 runs. A window that is not
-/// held back by the receiver, though, lets slow start overshoot the 150 KB queues of the
-/// LTE traces (10a at 1 MiB: kibbutz's 1 MB downloads 0.71 s against 0.58-0.61 s, mpbond's
-/// 4 MB 1.37 s against 1.19 s).
+/// kibbutz's MPTCP. Its receive window is shared by the subflows, and with 128 KiB to start
+/// 7 of 17 runs of kibbutz in 03 took 9-27 s instead of 6-7: in each the primary dropped
+/// 44-92 segments outside its MPTCP window (`NoDSSInWindow`) that only MPTCP's backed-off
+/// data-level retransmission recovered; with 1 MiB or more, none of 13 runs did (5.7-6.7 s).
+/// Over 10a's LTE traces the start made no difference to either kibbutz or mpbond
+/// (docs/evaluation.md, "What differs"). The default stays Linux's, the testbed every table
+/// of docs/evaluation.md was measured on.
 pub const LINUX_RECEIVE_BUFFER: u64 = 128 << 10;
 
 /// Both directions of one link.
