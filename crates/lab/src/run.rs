@@ -740,21 +740,9 @@ pub fn run_one(
             );
         }
     }
-    // The kernel's counters of every device, when the scratch space is kept (`--packets`).
-    let devices: Vec<(String, String)> = [
-        ("origin".to_string(), tb.names.origin.clone()),
-        ("proxy".to_string(), tb.names.proxy.clone()),
-        ("primary".to_string(), tb.names.primary.clone()),
-    ]
-    .into_iter()
-    .chain(
-        tb.names
-            .helpers
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (format!("helper{}", i + 1), n.clone())),
-    )
-    .collect();
+    // The kernel's counters of every device, before and after the workload: the reported
+    // few go into the result, all that moved into `counters.csv` with `--packets`.
+    let devices = tb.names.devices();
     // A diagnostic: a run does not fail for want of it.
     let read_counters = || match counters::snapshot(&devices) {
         Ok(s) => Some(s),

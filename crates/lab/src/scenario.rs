@@ -355,8 +355,26 @@ impl Scenario {
         Ok(s)
     }
 
+    /// The phones' initial receive buffer in bytes (`phone_rcvbuf`, default Linux's), which
+    /// must lie between 4 KiB (`tcp_rmem`'s minimum here) and the testbed's maximum.
+    pub fn phone_rcvbuf(&self) -> anyhow::Result<u64> {
+        use crate::topo::{LINUX_RECEIVE_BUFFER, RECEIVE_BUFFER_MAX};
+        let Some(v) = &self.phone_rcvbuf else {
+            return Ok(LINUX_RECEIVE_BUFFER);
+        };
+        let b = parse_size(v).map_err(|e| anyhow::anyhow!("phone_rcvbuf: {e}"))?;
+        if !(4096..=RECEIVE_BUFFER_MAX).contains(&b) {
+            anyhow::bail!(
+                "phone_rcvbuf {v:?}: must be from 4KiB to {} MiB, the testbed's tcp_rmem maximum",
+                RECEIVE_BUFFER_MAX >> 20
+            );
+        }
+        Ok(b)
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         crate::claim::check(&self.claims)?;
+        self.phone_rcvbuf()?;
         for s in &self.schemes {
             let scheme = crate::scheme::Scheme::parse(s)?;
             self.supports(scheme)?;
@@ -758,10 +776,7 @@ impl Scenario {
             helpers,
             seed: self.seed,
             cc: self.cc.clone(),
-            phone_rcvbuf: match &self.phone_rcvbuf {
-                Some(v) => parse_size(v).map_err(|e| anyhow::anyhow!("phone_rcvbuf: {e}"))?,
-                None => crate::topo::LINUX_RECEIVE_BUFFER,
-            },
+            phone_rcvbuf: self.phone_rcvbuf()?,
         })
     }
 }
@@ -854,6 +869,28 @@ sizes = ["1MB", "2MB"]
         );
         let e = Scenario::parse(&bulk).unwrap_err().to_string();
         assert!(e.contains("downloads only"), "{e}");
+    }
+
+    /// The phones' receive buffer defaults to Linux's, takes a size, and a size the testbed
+    /// cannot set is refused when the file is read, naming the key.
+    #[test]
+    fn the_phones_receive_buffer_is_a_size_within_the_testbeds_bounds() {
+        let with = |v: &str| format!("phone_rcvbuf = \"{v}\"\n{BASE}");
+        assert_eq!(
+            Scenario::parse(BASE).unwrap().phone_rcvbuf().unwrap(),
+            crate::topo::LINUX_RECEIVE_BUFFER
+        );
+        assert_eq!(
+            Scenario::parse(&with("1MiB"))
+                .unwrap()
+                .phone_rcvbuf()
+                .unwrap(),
+            1 << 20
+        );
+        for bad in ["lots", "1KiB", "64MiB"] {
+            let e = Scenario::parse(&with(bad)).unwrap_err().to_string();
+            assert!(e.contains("phone_rcvbuf"), "{bad}: {e}");
+        }
     }
 
     /// COMBINE's smaller chunks run at the small size only (MPBond §6.1), every other scheme

@@ -77,7 +77,8 @@ pub struct TopologySpec {
     /// TCP congestion control for every namespace (checked against the kernel's list).
     pub cc: String,
     /// The receive buffer a TCP socket starts with on the primary and the helpers (the
-    /// phones): `net.ipv4.tcp_rmem`'s default there. See [`LINUX_RECEIVE_BUFFER`].
+    /// phones): `net.ipv4.tcp_rmem`'s default there, 4 KiB to [`RECEIVE_BUFFER_MAX`]. See
+    /// [`LINUX_RECEIVE_BUFFER`].
     pub phone_rcvbuf: u64,
 }
 
@@ -92,6 +93,26 @@ pub struct Names {
     pub primary: String,
     /// The helpers'.
     pub helpers: Vec<String>,
+}
+
+impl Names {
+    /// Every device's role (`origin`, `proxy`, `primary`, `helper1`, ...) and namespace, the
+    /// names reports use for devices.
+    pub fn devices(&self) -> Vec<(String, String)> {
+        [
+            ("origin".to_string(), self.origin.clone()),
+            ("proxy".to_string(), self.proxy.clone()),
+            ("primary".to_string(), self.primary.clone()),
+        ]
+        .into_iter()
+        .chain(
+            self.helpers
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (format!("helper{}", i + 1), n.clone())),
+        )
+        .collect()
+    }
 }
 
 /// Address plan.
@@ -184,7 +205,7 @@ impl Testbed {
         for n in ns.names() {
             let phone = n == &names.primary || names.helpers.contains(n);
             let start = if phone {
-                spec.phone_rcvbuf.min(RECEIVE_BUFFER_MAX)
+                spec.phone_rcvbuf
             } else {
                 LINUX_RECEIVE_BUFFER
             };

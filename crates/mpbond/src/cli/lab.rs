@@ -153,12 +153,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             if let Some(r) = a.reps {
                 sc.reps = r;
             }
-            if let Some(cc) = a.cc {
-                sc.cc = cc;
-            }
-            if let Some(b) = a.phone_rcvbuf {
-                sc.phone_rcvbuf = Some(b);
-            }
+            override_testbed(&mut sc, a.cc.as_deref(), a.phone_rcvbuf.as_deref())?;
             if let Some(w) = a.warm {
                 sc.workload.warm = Some(w);
                 sc.warm()?;
@@ -332,12 +327,7 @@ fn paper(a: PaperArgs) -> Result<()> {
         if let Some(r) = a.reps {
             sc.reps = r;
         }
-        if let Some(cc) = &a.cc {
-            sc.cc = cc.clone();
-        }
-        if let Some(b) = &a.phone_rcvbuf {
-            sc.phone_rcvbuf = Some(b.clone());
-        }
+        override_testbed(&mut sc, a.cc.as_deref(), a.phone_rcvbuf.as_deref())?;
         let t = std::time::Instant::now();
         let results = if a.from_results {
             report::read(&out.join(&stem))?
@@ -388,6 +378,19 @@ fn paper(a: PaperArgs) -> Result<()> {
     )?;
     println!("{md}");
     println!("summary: {}", out.join("summary.md").display());
+    Ok(())
+}
+
+/// The testbed settings `--cc` and `--phone-rcvbuf` override in every scenario; a bad
+/// buffer size fails here, before any run.
+fn override_testbed(sc: &mut Scenario, cc: Option<&str>, phone_rcvbuf: Option<&str>) -> Result<()> {
+    if let Some(cc) = cc {
+        sc.cc = cc.to_string();
+    }
+    if let Some(b) = phone_rcvbuf {
+        sc.phone_rcvbuf = Some(b.to_string());
+        sc.phone_rcvbuf()?;
+    }
     Ok(())
 }
 
