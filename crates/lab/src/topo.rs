@@ -37,9 +37,10 @@ pub const RECEIVE_BUFFER_MAX: u64 = 6 << 20;
 /// Android's LTE buffer profiles start phones at 0.5-4 MiB (1 MiB in many device trees,
 /// `net.tcp.buffersize.lte=524288,1048576,2097152,...`), and which one a testbed uses moves
 /// kibbutz's MPTCP. Its receive window is shared by the subflows, and with 128 KiB to start
-/// 7 of 17 runs of kibbutz in 03 took 9-27 s instead of 6-7: in each the primary dropped
-/// 44-92 segments outside its MPTCP window (`NoDSSInWindow`) that only MPTCP's backed-off
-/// data-level retransmission recovered; with 1 MiB or more, none of 13 runs did (5.7-6.7 s).
+/// 12 of 25 runs of kibbutz in 03 took 8.5-28 s instead of 6.3-7.1: in each the primary
+/// dropped 20-92 segments outside its MPTCP window (`NoDSSInWindow`) that only MPTCP's
+/// backed-off data-level retransmission recovered; with 1 MiB or more, none of 21 runs did
+/// (5.7-6.7 s).
 /// Over 10a's LTE traces the start made no difference to either kibbutz or mpbond
 /// (docs/evaluation.md, "What differs"). The default stays Linux's, the testbed every table
 /// of docs/evaluation.md was measured on.
