@@ -198,8 +198,8 @@ pub struct Scenario {
     #[serde(default = "default_cc")]
     pub cc: String,
     /// The receive buffer a phone's TCP socket starts with (`net.ipv4.tcp_rmem`'s default on
-    /// the primary and the helpers), e.g. `1MiB` as Android's LTE profiles. Default Linux's
-    /// 128 KiB (`topo::LINUX_RECEIVE_BUFFER` says what either choice does).
+    /// the primary and the helpers), e.g. `128KiB` as a Linux server. Default 1 MiB, as
+    /// Android's LTE profiles (`topo::PHONE_RECEIVE_BUFFER` says what the choice does).
     #[serde(default)]
     pub phone_rcvbuf: Option<String>,
     /// Variants of the topology, each run and reported on its own (`[[variant]]`).
@@ -355,12 +355,12 @@ impl Scenario {
         Ok(s)
     }
 
-    /// The phones' initial receive buffer in bytes (`phone_rcvbuf`, default Linux's), which
+    /// The phones' initial receive buffer in bytes (`phone_rcvbuf`, default Android's), which
     /// must lie between 4 KiB (`tcp_rmem`'s minimum here) and the testbed's maximum.
     pub fn phone_rcvbuf(&self) -> anyhow::Result<u64> {
-        use crate::topo::{LINUX_RECEIVE_BUFFER, RECEIVE_BUFFER_MAX};
+        use crate::topo::{PHONE_RECEIVE_BUFFER, RECEIVE_BUFFER_MAX};
         let Some(v) = &self.phone_rcvbuf else {
-            return Ok(LINUX_RECEIVE_BUFFER);
+            return Ok(PHONE_RECEIVE_BUFFER);
         };
         let b = parse_size(v).map_err(|e| anyhow::anyhow!("phone_rcvbuf: {e}"))?;
         if !(4096..=RECEIVE_BUFFER_MAX).contains(&b) {
@@ -871,21 +871,21 @@ sizes = ["1MB", "2MB"]
         assert!(e.contains("downloads only"), "{e}");
     }
 
-    /// The phones' receive buffer defaults to Linux's, takes a size, and a size the testbed
+    /// The phones' receive buffer defaults to Android's, takes a size, and a size the testbed
     /// cannot set is refused when the file is read, naming the key.
     #[test]
     fn the_phones_receive_buffer_is_a_size_within_the_testbeds_bounds() {
         let with = |v: &str| format!("phone_rcvbuf = \"{v}\"\n{BASE}");
         assert_eq!(
             Scenario::parse(BASE).unwrap().phone_rcvbuf().unwrap(),
-            crate::topo::LINUX_RECEIVE_BUFFER
+            crate::topo::PHONE_RECEIVE_BUFFER
         );
         assert_eq!(
-            Scenario::parse(&with("1MiB"))
+            Scenario::parse(&with("128KiB"))
                 .unwrap()
                 .phone_rcvbuf()
                 .unwrap(),
-            1 << 20
+            128 << 10
         );
         for bad in ["lots", "1KiB", "64MiB"] {
             let e = Scenario::parse(&with(bad)).unwrap_err().to_string();

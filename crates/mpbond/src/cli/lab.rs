@@ -67,7 +67,7 @@ pub struct PaperArgs {
     #[arg(long)]
     cc: Option<String>,
     /// Override every experiment's initial receive buffer on the phones (scenario key
-    /// `phone_rcvbuf`, default Linux's 128KiB), e.g. `1MiB` as Android's LTE profiles.
+    /// `phone_rcvbuf`, default 1MiB as Android's LTE profiles), e.g. `128KiB` as Linux's.
     #[arg(long)]
     phone_rcvbuf: Option<String>,
     /// Where the experiment files are.
@@ -96,8 +96,8 @@ pub struct RunArgs {
     /// Override the scenario's TCP congestion control (`cc`, default cubic), e.g. `bbr`.
     #[arg(long)]
     cc: Option<String>,
-    /// Override the phones' initial TCP receive buffer (`phone_rcvbuf`, default Linux's
-    /// 128KiB), e.g. `1MiB` as Android's LTE profiles.
+    /// Override the phones' initial TCP receive buffer (`phone_rcvbuf`, default 1MiB as
+    /// Android's LTE profiles), e.g. `128KiB` as Linux's.
     #[arg(long)]
     phone_rcvbuf: Option<String>,
     /// Only these schemes (comma-separated): single, kibbutz, kibbutz-n, kibbutz-split-<p>,
