@@ -478,7 +478,8 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
             }
         }
     }
-    report::write(out, &sc.name, &sc.cc, &sc.schemes, &results)?;
+    let cc = netns::congestion_label(&sc.cc);
+    report::write(out, &sc.name, &cc, &sc.schemes, &results)?;
     // The scratch space goes unless it holds the packet logs that were asked for.
     if !packet_log {
         let _ = std::fs::remove_dir_all(&env.work);
