@@ -395,6 +395,8 @@ fn override_testbed(sc: &mut Scenario, cc: Option<&str>, phone_rcvbuf: Option<&s
 }
 
 fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec<RunResult>> {
+    // Read before the runs: the report names the setting they ran under.
+    let cc = netns::congestion_label(&sc.cc);
     let env = RunEnv {
         exe: mpbond_lab::run::own_executable().context("cannot find the mpbond binary")?,
         work: out.join("work"),
@@ -478,7 +480,6 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
             }
         }
     }
-    let cc = netns::congestion_label(&sc.cc);
     report::write(out, &sc.name, &cc, &sc.schemes, &results)?;
     // The scratch space goes unless it holds the packet logs that were asked for.
     if !packet_log {
