@@ -620,8 +620,8 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<RunResult>> {
 }
 
 /// Writes results.json, report.md and the plots into `dir` (a table and plots per variant);
-/// `cc` is the testbed's TCP congestion control, named in the report because results depend
-/// on it.
+/// `cc` names the testbed's TCP congestion control as the run had it (`netns::congestion_label`:
+/// for CUBIC, with its HyStart), named in the report because results depend on it.
 pub fn write(
     dir: &Path,
     name: &str,

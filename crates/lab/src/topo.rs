@@ -38,8 +38,8 @@ pub const LINUX_RECEIVE_BUFFER: u64 = 128 << 10;
 /// the helpers; `TopologySpec::phone_rcvbuf`, scenario key `phone_rcvbuf`): 1 MiB, the start
 /// of the LTE buffer profile in many Android device trees
 /// (`net.tcp.buffersize.lte=524288,1048576,2097152,...`; the profiles range from 0.5 to
-/// 4 MiB), which the paper's phones ran with, rather than a Linux server's 128 KiB. The
-/// maximum stays the testbed's [`RECEIVE_BUFFER_MAX`].
+/// 4 MiB): closer to what the paper's Android phones would have had than a Linux server's
+/// 128 KiB (the paper does not say). The maximum stays the testbed's [`RECEIVE_BUFFER_MAX`].
 ///
 /// The choice moves kibbutz's MPTCP, whose receive window the subflows share: with
 /// 128 KiB to start, 12 of 25 runs of kibbutz in 03 took 8.5-28 s instead of 6.3-7.1, in
