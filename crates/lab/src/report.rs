@@ -603,7 +603,7 @@ pub fn tables(name: &str, schemes: &[String], results: &[RunResult]) -> String {
     o
 }
 
-/// Reads back the runs [`write`] put in `dir/results.json`, so claims can be judged again
+/// Reads back the runs [`write()`] put in `dir/results.json`, so claims can be judged again
 /// without running anything (`mpbond lab paper --from-results`): after a suite that was cut
 /// off and finished with `--only`, or after a claim's wording or bound changed.
 pub fn read(dir: &Path) -> anyhow::Result<Vec<RunResult>> {

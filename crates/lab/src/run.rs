@@ -544,7 +544,7 @@ const CONNECT_ATTEMPTS: usize = 3;
 
 /// [`run_one`], again on a fresh testbed when mpbond's daemons had not connected by the
 /// workload's start (a run that measured nothing, as on a machine busy for a moment), at most
-/// [`CONNECT_ATTEMPTS`] times; any other failure stops at once.
+/// `CONNECT_ATTEMPTS` times; any other failure stops at once.
 pub fn run_retrying(
     sc: &Scenario,
     scheme: Scheme,
