@@ -151,6 +151,11 @@ pub struct Tuning {
     /// early: on the LTE traces of docs/evaluation.md (10a) a helper subflow left it at 28
     /// packets, 43 KB into a 4 MB download, and crawled up by one packet per round trip.
     pub pacing: bool,
+    /// When stream data resumes on a link after this long without any, a CUBIC link's
+    /// congestion control starts afresh, so that HyStart judges the new transfer's delay
+    /// against the path as it is now, not against the smallest RTT a ping ever saw
+    /// (`LinkWriter::set_cc_restart`). `"0ms"`: never (`mpbond-no-cc-restart` in the lab).
+    pub cc_restart: Dur,
     /// Congestion control of every link (TCP_CONGESTION, e.g. `"bbr"`); empty keeps the
     /// system's default. The paper's proxy ran CUBIC on each subflow (MPBond §6.1).
     pub congestion: String,
@@ -190,6 +195,7 @@ impl Default for Tuning {
             pams_pad: "drain".into(),
             loss_hold: 0.0,
             pacing: true,
+            cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),
             threads: 0,
         }

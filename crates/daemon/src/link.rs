@@ -125,11 +125,14 @@ fn prepare(sock: &TcpStream) -> io::Result<()> {
     sock.set_nodelay(true)
 }
 
-/// Applies the link settings of `tuning` to an established link's socket: the low-water
-/// mark (the scheduler decides late), kernel pacing and the congestion control. Used by the
-/// session (proxy and primary) and by the helper's relay, so every link of mpbond sends the
-/// same way. Failures are logged and the link is kept: it still works, only less well.
-pub fn tune(sock: &TcpStream, tuning: &crate::config::Tuning) {
+/// Applies the link settings of `tuning` to an established link: the low-water mark (the
+/// scheduler decides late), kernel pacing, the congestion control and its restart after a
+/// pause in stream data ([`LinkWriter::set_cc_restart`]). Used by the session (proxy and
+/// primary) and by the helper's relay, so every link of mpbond sends the same way. Failures
+/// are logged and the link is kept: it still works, only less well.
+pub fn tune(writer: &mut LinkWriter, tuning: &crate::config::Tuning) {
+    writer.set_cc_restart(tuning.cc_restart.0);
+    let sock = writer.sock.as_ref();
     if let Err(e) = crate::sys::set_notsent_lowat(sock, tuning.lowat.0 as u32) {
         tracing::warn!(error = %e, "TCP_NOTSENT_LOWAT not set");
     }
@@ -252,10 +255,18 @@ fn split(sock: TcpStream, keys: Option<([u8; 32], [u8; 32])>, peer: PublicKey) -
             out: BytesMut::with_capacity(2 * MAX_RECORD),
             record: None,
             scratch: BytesMut::with_capacity(1024),
+            cc_restart_ms: None,
+            last_data_ms: None,
+            cc_restart_due: false,
+            cc_restarts: 0,
         },
         peer,
     }
 }
+
+/// Most bytes a link's socket may hold (SIOCOUTQ) for a congestion control restart
+/// ([`LinkWriter::set_cc_restart`]): room for pings and feedback, not for a stream's data.
+pub const CC_RESTART_MAX_QUEUED: u64 = 4096;
 
 /// The writing half of a link. Frames are queued in memory, sealed into records and written
 /// without blocking; what the socket does not take waits in [`LinkWriter::pending`].
@@ -268,6 +279,14 @@ pub struct LinkWriter {
     /// Where the open record's 2-byte length starts in `out`.
     record: Option<usize>,
     scratch: BytesMut,
+    /// Pause in stream data after which the congestion control starts afresh; `None` never.
+    cc_restart_ms: Option<u64>,
+    /// When stream data was last queued ([`crate::sys::mono_ms`]); `None` before the first.
+    last_data_ms: Option<u64>,
+    /// The next flush restarts the congestion control before it writes.
+    cc_restart_due: bool,
+    /// How many times the congestion control restarted.
+    cc_restarts: u64,
 }
 
 impl LinkWriter {
@@ -291,8 +310,59 @@ impl LinkWriter {
         self.out.put_u16(0);
     }
 
+    /// Restarts the socket's congestion control when stream data resumes after `pause` without
+    /// any (`Duration::ZERO`: never).
+    ///
+    /// Why: a link of mpbond lives for the whole session and, while idle, carries only pings
+    /// and feedback. CUBIC keeps the smallest RTT it ever saw (`delay_min`) for the
+    /// connection's life, and HyStart leaves slow start once a round's RTT exceeds it by an
+    /// eighth (4-16 ms). On a cellular path whose queueing and scheduling delay moves by more
+    /// than that from one second to the next, a minimum left by a ping at a quiet moment
+    /// ends the next download's slow start early: in 10a (docs/evaluation.md) mpbond's two
+    /// proxy subflows left it at 227 packets together where kibbutz's fresh MPTCP subflows,
+    /// measured within the download, left it at 465. Switching the socket's congestion
+    /// control away and back makes the kernel initialise it again (`tcp_reinit_congestion_control`),
+    /// as for a new connection: HyStart measures the path as it is now. The window and
+    /// `ssthresh` are the socket's and stay as they are; Linux's own restart after idle
+    /// (`tcp_slow_start_after_idle`) looks after the window.
+    pub fn set_cc_restart(&mut self, pause: std::time::Duration) {
+        self.cc_restart_ms = (!pause.is_zero()).then_some(pause.as_millis() as u64);
+    }
+
+    /// Whether the kernel holds no more than control frames (at most
+    /// [`CC_RESTART_MAX_QUEUED`] bytes unsent or unacknowledged): a pause in queuing data is
+    /// a pause on the wire only once the data queued before it has drained, which on a slow
+    /// path behind a deep queue takes longer than the pause.
+    fn wire_idle(&self) -> bool {
+        crate::sys::outq(self.sock.as_ref()).is_ok_and(|q| q <= CC_RESTART_MAX_QUEUED)
+    }
+
+    /// How many times the congestion control restarted ([`LinkWriter::set_cc_restart`]).
+    pub fn cc_restarts(&self) -> u64 {
+        self.cc_restarts
+    }
+
+    /// Notes that stream data is queued now, and whether it ends a pause long enough for a
+    /// congestion control restart.
+    fn data_queued(&mut self) {
+        let Some(pause) = self.cc_restart_ms else {
+            return;
+        };
+        let now = crate::sys::mono_ms();
+        if self
+            .last_data_ms
+            .is_none_or(|t| now.saturating_sub(t) >= pause)
+        {
+            self.cc_restart_due = true;
+        }
+        self.last_data_ms = Some(now);
+    }
+
     /// Queues a frame.
     pub fn push_frame(&mut self, f: &Frame) -> Result<(), mpbond_proto::EncodeError> {
+        if matches!(f, Frame::StreamData { .. }) {
+            self.data_queued();
+        }
         self.scratch.clear();
         encode(f, &mut self.scratch)?;
         self.reserve_record(self.scratch.len());
@@ -308,6 +378,7 @@ impl LinkWriter {
         payload: &[u8],
     ) -> Result<(), mpbond_proto::EncodeError> {
         let h = encode_data_header(stream, dsn, payload.len())?;
+        self.data_queued();
         self.reserve_record(h.len() + payload.len());
         self.out.put_slice(&h);
         self.out.put_slice(payload);
@@ -345,6 +416,13 @@ impl LinkWriter {
     /// not stop a write the kernel would take.
     pub fn try_flush(&mut self) -> io::Result<bool> {
         self.seal();
+        if std::mem::take(&mut self.cc_restart_due) && self.wire_idle() {
+            match crate::sys::restart_congestion(self.sock.as_ref()) {
+                Ok(true) => self.cc_restarts += 1,
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "congestion control not restarted"),
+            }
+        }
         let sock = socket2::SockRef::from(self.sock.as_ref());
         while !self.out.is_empty() {
             match sock.send_with_flags(&self.out, libc::MSG_NOSIGNAL) {
@@ -509,6 +587,7 @@ impl LinkReader {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use std::time::Duration;
     use tokio::net::TcpListener;
 
     /// A data segment the kernel took in moves the liveness clock, as a byte read does; a
@@ -590,6 +669,76 @@ mod tests {
             a.reader.read_frames(&mut frames).await,
             Err(LinkError::Closed)
         ));
+    }
+
+    #[tokio::test]
+    async fn congestion_control_restarts_only_when_stream_data_resumes_after_a_pause() {
+        let (mut c, mut a) = pair(Security::Insecure, false).await.unwrap();
+        crate::sys::set_congestion(c.writer.sock().as_ref(), "cubic").unwrap();
+        c.writer.set_cc_restart(Duration::from_millis(300));
+        let mut frames = Vec::new();
+        let send = |w: &mut LinkWriter, data: bool| {
+            if data {
+                w.push_data(StreamId(1), 0, b"x").unwrap();
+            } else {
+                w.push_frame(&Frame::Ping { nonce: 1 }).unwrap();
+            }
+            assert!(w.try_flush().unwrap());
+        };
+        // The first data restarts; data soon after and pings never do.
+        send(&mut c.writer, true);
+        send(&mut c.writer, true);
+        send(&mut c.writer, false);
+        assert_eq!(c.writer.cc_restarts(), 1);
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        send(&mut c.writer, false);
+        assert_eq!(c.writer.cc_restarts(), 1, "a ping is not stream data");
+        send(&mut c.writer, true);
+        assert_eq!(c.writer.cc_restarts(), 2, "data after the pause restarts");
+        assert_eq!(
+            crate::sys::congestion(c.writer.sock().as_ref()).unwrap(),
+            "cubic"
+        );
+        // Every frame arrived.
+        let mut got = 0;
+        while got < 5 {
+            a.reader.read_frames(&mut frames).await.unwrap();
+            got += frames.len();
+            frames.clear();
+        }
+        assert_eq!(got, 5);
+        // Off, and on a control other than CUBIC: never.
+        c.writer.set_cc_restart(Duration::ZERO);
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        send(&mut c.writer, true);
+        c.writer.set_cc_restart(Duration::from_millis(1));
+        crate::sys::set_congestion(c.writer.sock().as_ref(), "reno").unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        send(&mut c.writer, true);
+        assert_eq!(c.writer.cc_restarts(), 2);
+        assert_eq!(
+            crate::sys::congestion(c.writer.sock().as_ref()).unwrap(),
+            "reno"
+        );
+        // Data still queued from before the pause (a reader that stopped): not idle on the
+        // wire, so no restart.
+        crate::sys::set_congestion(c.writer.sock().as_ref(), "cubic").unwrap();
+        c.writer.set_cc_restart(Duration::from_millis(300));
+        let block = vec![7u8; 16_000];
+        let mut queued = 0;
+        while c.writer.try_flush().unwrap() && queued < 64 << 20 {
+            c.writer.push_data(StreamId(1), 0, &block).unwrap();
+            queued += block.len();
+        }
+        assert!(crate::sys::outq(c.writer.sock().as_ref()).unwrap() > CC_RESTART_MAX_QUEUED);
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        c.writer.push_data(StreamId(1), 0, b"x").unwrap();
+        let _ = c.writer.try_flush().unwrap();
+        assert_eq!(
+            c.writer.cc_restarts(),
+            2,
+            "data queued in the kernel: no restart"
+        );
     }
 
     #[tokio::test]

@@ -282,6 +282,21 @@ pub fn set_congestion(fd: &impl AsRawFd, name: &str) -> io::Result<()> {
     setsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
 }
 
+/// Initialises a CUBIC socket's congestion control again, as at the connection's start, by
+/// switching it to Reno and back: the kernel keeps its state when asked for the control it
+/// already has, and clears it on a change (`tcp_reinit_congestion_control`). The window and
+/// `ssthresh` are the socket's and do not change. Returns whether it restarted: other controls
+/// are left alone (BBR keeps a model of the path that a restart would throw away).
+/// Reno is built in and always allowed, so this needs no privilege.
+pub fn restart_congestion(fd: &impl AsRawFd) -> io::Result<bool> {
+    if congestion(fd)? != "cubic" {
+        return Ok(false);
+    }
+    set_congestion(fd, "reno")?;
+    set_congestion(fd, "cubic")?;
+    Ok(true)
+}
+
 /// The socket's congestion control.
 pub fn congestion(fd: &impl AsRawFd) -> io::Result<String> {
     let raw: [u8; 16] = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION)?;

@@ -1290,6 +1290,7 @@ fn start_mpbond(
         MpbondVariant::NoLateRescue => "[tuning]\nlate_rescue = false\n",
         MpbondVariant::FixedSegments => "[tuning]\nsegment_time = \"0ms\"\n",
         MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
+        MpbondVariant::NoCcRestart => "[tuning]\ncc_restart = \"0ms\"\n",
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
         _ => "",
     };

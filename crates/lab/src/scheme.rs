@@ -47,6 +47,9 @@ pub enum MpbondVariant {
     MeasuredBuffering,
     /// Without kernel pacing on its links (`tuning.pacing = false`): what pacing buys.
     Unpaced,
+    /// Without the congestion control's restart when stream data resumes
+    /// (`tuning.cc_restart = "0ms"`): CUBIC keeps the whole session's smallest RTT.
+    NoCcRestart,
     /// BBR on every link (`tuning.congestion = "bbr"`) instead of the testbed's `cc`.
     Bbr,
     /// The primary waits for the proxy to reach the origin before it relays the
@@ -55,7 +58,7 @@ pub enum MpbondVariant {
 }
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 15] = [
+    const ALL: [MpbondVariant; 16] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -69,6 +72,7 @@ impl MpbondVariant {
         MpbondVariant::FixedSegments,
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
+        MpbondVariant::NoCcRestart,
         MpbondVariant::Bbr,
         MpbondVariant::WaitOpen,
     ];
@@ -88,6 +92,7 @@ impl MpbondVariant {
             MpbondVariant::FixedSegments => "mpbond-fixed-segments",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
+            MpbondVariant::NoCcRestart => "mpbond-no-cc-restart",
             MpbondVariant::Bbr => "mpbond-bbr",
             MpbondVariant::WaitOpen => "mpbond-wait-open",
         }
@@ -278,6 +283,7 @@ mod tests {
             "mpbond-no-late-rescue",
             "mpbond-fixed-segments",
             "mpbond-unpaced",
+            "mpbond-no-cc-restart",
             "mpbond-bbr@2",
             "mpbond-wait-open",
         ] {

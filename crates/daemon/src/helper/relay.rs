@@ -184,7 +184,7 @@ impl Relay {
         let sock = writer.sock().clone();
         let last_rx = reader.last_rx();
         let blocked = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        crate::link::tune(sock.as_ref(), &self.shared.tuning);
+        crate::link::tune(&mut writer, &self.shared.tuning);
         let peer = sock
             .peer_addr()
             .map(|a| a.to_string())

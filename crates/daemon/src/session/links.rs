@@ -86,12 +86,14 @@ impl Session {
         let id = self.next_link;
         self.next_link += 1;
         let Link {
-            mut reader, writer, ..
+            mut reader,
+            mut writer,
+            ..
         } = link;
         let last_rx = reader.last_rx();
         let sock = writer.sock().clone();
         let lowat = self.spec.tuning.lowat.0;
-        crate::link::tune(sock.as_ref(), &self.spec.tuning);
+        crate::link::tune(&mut writer, &self.spec.tuning);
         let peer_addr = sock
             .peer_addr()
             .map(|a| a.to_string())
