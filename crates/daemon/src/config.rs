@@ -153,8 +153,8 @@ pub struct Tuning {
     pub pacing: bool,
     /// When stream data resumes on a link after this long without any, a CUBIC link's
     /// congestion control starts afresh, so that HyStart judges the new transfer's delay
-    /// against the path as it is now, not against the smallest RTT a ping ever saw
-    /// (`LinkWriter::set_cc_restart`). `"0ms"`: never (`mpbond-no-cc-restart` in the lab).
+    /// against the path as it is now, not against the smallest RTT the link's small frames
+    /// saw while it idled (`LinkWriter::set_cc_restart`). `"0ms"`: never (`mpbond-no-cc-restart` in the lab).
     pub cc_restart: Dur,
     /// Congestion control of every link (TCP_CONGESTION, e.g. `"bbr"`); empty keeps the
     /// system's default. The paper's proxy ran CUBIC on each subflow (MPBond §6.1).
