@@ -48,7 +48,7 @@ pub enum MpbondVariant {
     /// Without kernel pacing on its links (`tuning.pacing = false`): what pacing buys.
     Unpaced,
     /// Without the congestion control's restart when stream data resumes
-    /// (`tuning.cc_restart = "0ms"`): CUBIC keeps the whole session's smallest RTT.
+    /// (`tuning.cc_restart = "0ms"`): CUBIC keeps the state it learnt before the download.
     NoCcRestart,
     /// BBR on every link (`tuning.congestion = "bbr"`) instead of the testbed's `cc`.
     Bbr,
