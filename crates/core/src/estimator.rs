@@ -32,7 +32,17 @@ pub struct TcpSample {
     /// Segments retransmitted since the connection opened (tcpi_total_retrans); a rise
     /// marks a loss episode.
     pub retransmits: u64,
+    /// The rate a standing queue at the path's bottleneck drains at, bytes per second: the
+    /// bytes the peer acknowledged or SACKed over about the last [`DRAIN_SPAN`] while the
+    /// smoothed RTT stayed over twice the minimum ([`crate::goodput::Backlog`],
+    /// [`crate::Goodput::current`]). `None` without such a queue. Only the drain floor after
+    /// a loss uses it ([`PathEstimator::with_drain_floor`]).
+    pub drain_rate: Option<f64>,
 }
+
+/// The span the drain rate of [`TcpSample::drain_rate`] is measured over: the estimate's
+/// time constant, so that it follows a path that slowed as fast as the average does.
+pub const DRAIN_SPAN: Duration = Duration::from_millis(100);
 
 /// Smoothed RTT and throughput of one path.
 ///
@@ -61,6 +71,20 @@ pub struct TcpSample {
 /// the helper's share had been making PAMS give the helper less (docs/evaluation.md,
 /// "What we changed", item 7); so it is off by default. A maximum over a few RTTs at all
 /// times (as BBR keeps its bottleneck bandwidth) was tried first and did the same.
+///
+/// What is on by default ([`PathEstimator::with_drain_floor`], `tuning.drain_floor`) is a
+/// floor that measures instead of remembering: for a few smoothed RTTs after a loss, a rate
+/// sample below the rate the path's ACKs show its standing queue draining at
+/// ([`TcpSample::drain_rate`]) counts as that rate. The kernel's sample divides the packets
+/// delivered by the longer of their send and ACK intervals, so a sample whose packets were
+/// sent across CUBIC's pause reads low although the bottleneck never stopped: on §6.8's
+/// 8 Mbit/s PS-Path the samples fell to 720 KB/s and the average to 790 KB/s for half a
+/// second while the link delivered 965 KB/s throughout, and in 11 of 40 runs PAMS gave the
+/// helper 50-70 KB too many in that window (docs/evaluation.md, item 29). An RTT over twice
+/// the minimum means more than a bandwidth-delay product is queued; CUBIC's cut to 0.7 of
+/// the window (Reno's to 0.5) leaves the link busy, so the ACK rate is the bottleneck's.
+/// Unlike the hold, a loss caused by a drop in capacity shows at once: the ACKs slow with
+/// the link, and the floor with them (within [`DRAIN_SPAN`]).
 #[derive(Clone, Debug)]
 pub struct PathEstimator {
     tau: f64,
@@ -77,6 +101,9 @@ pub struct PathEstimator {
     retransmits: Option<u64>,
     /// The level held after a loss, and until when.
     hold: Option<(f64, Time)>,
+    floor_rtts: f64,
+    /// Until when rate samples are floored at the drain rate (after a loss).
+    floor_until: Option<Time>,
 }
 
 /// How long [`PathEstimator`] holds its level after a loss when asked to
@@ -105,6 +132,8 @@ impl PathEstimator {
             hold_rtts: 0.0,
             retransmits: None,
             hold: None,
+            floor_rtts: 0.0,
+            floor_until: None,
         }
     }
 
@@ -112,6 +141,14 @@ impl PathEstimator {
     /// reports the plain average.
     pub fn with_loss_hold(mut self, rtts: f64) -> Self {
         self.hold_rtts = if rtts.is_finite() { rtts.max(0.0) } else { 0.0 };
+        self
+    }
+
+    /// The same counting, for `rtts` smoothed RTTs after a loss (at most [`MAX_LOSS_HOLD`]),
+    /// a rate sample below the sample's drain rate as that rate; 0 (the default here, 3 in
+    /// the daemons) takes the kernel's samples as they are.
+    pub fn with_drain_floor(mut self, rtts: f64) -> Self {
+        self.floor_rtts = if rtts.is_finite() { rtts.max(0.0) } else { 0.0 };
         self
     }
 
@@ -168,6 +205,10 @@ impl PathEstimator {
             // RTT (a 4 ms pipe's first window reads 2.5 MB/s on a 625 KB/s link).
             return self.last_busy.is_none().then_some(window_rate);
         };
+        let r = match s.drain_rate {
+            Some(d) if d.is_finite() && self.floor_until.is_some_and(|u| s.now <= u) => r.max(d),
+            _ => r,
+        };
         let (r, understated) = if s.app_limited {
             // An application-limited sample only bounds the path from below. Until the path
             // has been seen busy, what its window sends in the next round trip is the better
@@ -206,6 +247,10 @@ impl PathEstimator {
         }
         let lost = self.retransmits.is_some_and(|r| s.retransmits > r);
         self.retransmits = Some(s.retransmits);
+        if lost && self.floor_rtts > 0.0 {
+            let span = Duration::from_secs_f64((self.floor_rtts * s.srtt).min(MAX_LOSS_HOLD));
+            self.floor_until = Some(s.now + span);
+        }
         if !lost || self.hold_rtts <= 0.0 {
             return;
         }
@@ -447,6 +492,7 @@ mod tests {
             app_limited: false,
             slow_start: false,
             retransmits: 0,
+            drain_rate: None,
         }
     }
 
@@ -670,6 +716,75 @@ mod tests {
             e.on_sample(rate(ms, 3e5, 5));
         }
         assert!(e.throughput() < 4e5, "{}", e.throughput());
+    }
+
+    #[test]
+    fn after_a_loss_a_sample_counts_at_least_what_the_queue_drains_at() {
+        // 1 MB/s (10 ms samples, RTT 100 ms); a loss at 1 s, then CUBIC's pause: the
+        // kernel's samples read 0.6 MB/s for 200 ms while the ACKs say the standing queue
+        // still drains at 1 MB/s.
+        let at = |ms: u64, r: f64, retx: u64, drain: f64| TcpSample {
+            drain_rate: Some(drain),
+            ..rate(ms, r, retx)
+        };
+        let mut floored = PathEstimator::new(Duration::from_millis(100)).with_drain_floor(3.0);
+        let mut plain = PathEstimator::new(Duration::from_millis(100));
+        let mut feed = |s: TcpSample| {
+            floored.on_sample(s);
+            plain.on_sample(s);
+            (floored.throughput(), plain.throughput())
+        };
+        for ms in (0..1000).step_by(10) {
+            feed(at(ms, 1e6, 0, 1e6));
+        }
+        // Before any loss a low sample counts as it is, whatever the drain rate says.
+        let (f, p) = feed(at(1000, 6e5, 0, 1e6));
+        assert_eq!(f, p);
+        assert!(f < 0.97e6, "{f}");
+        for ms in (1010..1200).step_by(10) {
+            feed(at(ms, 1e6, 0, 1e6));
+        }
+        let mut lowest = (f64::INFINITY, f64::INFINITY);
+        for ms in (1200..1400).step_by(10) {
+            let (f, p) = feed(at(ms, 6e5, 1, 1e6));
+            lowest = (lowest.0.min(f), lowest.1.min(p));
+        }
+        assert!(lowest.1 < 7.5e5, "the plain average dips: {lowest:?}");
+        assert!(
+            lowest.0 > 0.98e6,
+            "the floor keeps the path's rate: {lowest:?}"
+        );
+        // A second loss caused by a drop in capacity: the ACKs slow with the link, and the
+        // floor with them.
+        for ms in (1400..1700).step_by(10) {
+            feed(at(ms, 3e5, 2, 3e5));
+        }
+        let (f, p) = feed(at(1700, 3e5, 2, 3e5));
+        assert!(f < 3.5e5 && p < 3.5e5, "{f} {p}");
+        // Three RTTs after the last loss the floor is gone: a sample under the drain rate
+        // counts as it is, and so does any sample without a drain rate (no standing
+        // queue), loss or not. Each moves both averages the same share of the way to it.
+        for ms in (1710..2190).step_by(10) {
+            feed(at(ms, 3e5, 2, 3e5));
+        }
+        let mut before = feed(at(2190, 3e5, 2, 3e5));
+        let share = |from: f64, to: f64| (from - to) / (from - 1e5);
+        for s in [
+            at(2200, 1e5, 2, 3e5),
+            TcpSample {
+                drain_rate: None,
+                ..rate(2210, 1e5, 3)
+            },
+            TcpSample {
+                drain_rate: None,
+                ..rate(2220, 1e5, 3)
+            },
+        ] {
+            let (f, p) = feed(s);
+            assert!(f < before.0, "{f} {before:?}");
+            assert!((share(before.0, f) - share(before.1, p)).abs() < 1e-9);
+            before = (f, p);
+        }
     }
 
     #[test]

@@ -70,18 +70,38 @@ impl Backlog {
 /// for the pipe (the caller decides: in the helper's buffer, in the socket, or queued at the
 /// pipe's bottleneck), the rate the peer acknowledges it at is Th_p itself (MPBond §4.3.2's
 /// B_p/Th_p is the time to drain that backlog).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Goodput {
     /// Readings (time, bytes delivered) of the current backlog, oldest first; empty
     /// without a backlog.
     readings: std::collections::VecDeque<(Time, u64)>,
     rate: Option<f64>,
     /// The current backlog began with no rate to keep: it measures from [`MIN_SPAN`] on
-    /// and refines with every reading until its span is [`SPAN`].
+    /// and refines with every reading until its span is `span`.
     first: bool,
+    /// The span a lasting backlog slides over ([`SPAN`] unless set otherwise).
+    span: Duration,
+}
+
+impl Default for Goodput {
+    fn default() -> Self {
+        Self::with_span(SPAN)
+    }
 }
 
 impl Goodput {
+    /// A goodput measured over `span` (at least [`MIN_SPAN`]) once a backlog lasts that
+    /// long, instead of [`SPAN`]: shorter where it must follow a path within a round trip
+    /// or two rather than average a pipe's ACKs ([`Goodput::current`]).
+    pub fn with_span(span: Duration) -> Self {
+        Self {
+            readings: std::collections::VecDeque::new(),
+            rate: None,
+            first: false,
+            span: span.max(MIN_SPAN),
+        }
+    }
+
     /// Takes one reading: `delivered`, the bytes the peer has (acknowledged plus SACKed,
     /// from TCP_INFO), and whether the writer had bytes waiting for the socket. A reading
     /// without a backlog ends the window.
@@ -109,14 +129,14 @@ impl Goodput {
         self.readings.push_back((now, delivered));
         // Keep one reading at or before the span's start, so the span is never shorter
         // than SPAN once the backlog has lasted that long.
-        while (self.readings.len() > 1 && now.saturating_since(self.readings[1].0) >= SPAN)
+        while (self.readings.len() > 1 && now.saturating_since(self.readings[1].0) >= self.span)
             || self.readings.len() > MAX_READINGS
         {
             self.readings.pop_front();
         }
         if let Some(&(t0, a0)) = self.readings.front() {
             let dt = now.saturating_since(t0).as_secs_f64();
-            let least = if self.first { MIN_SPAN } else { SPAN };
+            let least = if self.first { MIN_SPAN } else { self.span };
             if dt >= least.as_secs_f64() {
                 self.rate = Some(delivered.saturating_sub(a0) as f64 / dt);
             }
@@ -126,6 +146,15 @@ impl Goodput {
     /// The rate over the newest span, bytes per second.
     pub fn rate(&self) -> Option<f64> {
         self.rate
+    }
+
+    /// The rate over the current backlog alone, once it has lasted [`MIN_SPAN`]: unlike
+    /// [`Goodput::rate`], never a rate kept from an earlier backlog, so it can bound what a
+    /// path delivers now (`PathEstimator`'s drain floor).
+    pub fn current(&self) -> Option<f64> {
+        let (&(t0, a0), &(t1, a1)) = (self.readings.front()?, self.readings.back()?);
+        let dt = t1.saturating_since(t0).as_secs_f64();
+        (dt >= MIN_SPAN.as_secs_f64()).then(|| a1.saturating_sub(a0) as f64 / dt)
     }
 
     /// Whether a window is running (the writer has had a backlog since the last reading).
@@ -256,6 +285,43 @@ mod tests {
             ..pipe
         }
         .is_backlogged());
+    }
+
+    /// `current` is the rate of the backlog under way over the shorter span asked for:
+    /// nothing before it has lasted [`MIN_SPAN`], nothing once it has ended, and never the
+    /// rate of an earlier backlog, which `rate` keeps.
+    #[test]
+    fn the_current_rate_is_the_running_backlog_s_own() {
+        let ms = |m: u64| Time(m * 1_000_000);
+        let mut g = Goodput::with_span(Duration::from_millis(100));
+        let mut acked = 0u64;
+        for i in 0..=10u64 {
+            g.observe(ms(i * 5), acked, true);
+            acked += 5_000;
+        }
+        // 50 ms at 1 MB/s.
+        assert_eq!(g.current(), Some(1e6));
+        for i in 11..=40u64 {
+            g.observe(ms(i * 5), acked, true);
+            acked += if i < 36 { 5_000 } else { 2_000 };
+        }
+        // The last 100 ms: 80 ms at 1 MB/s, then 20 ms at 0.4 MB/s (the rate at 195-200 ms
+        // shows at the next reading).
+        let r = g.current().unwrap_or(0.0);
+        assert!((r - 0.88e6).abs() < 1.0, "{r}");
+        assert!(g.readings.len() <= 22, "{}", g.readings.len());
+        g.observe(ms(205), acked, false);
+        assert_eq!(g.current(), None);
+        assert!(g.rate().is_some());
+        // A new backlog at half the rate: nothing until it has lasted 50 ms, then its own.
+        for i in 0..10u64 {
+            acked += 2_500;
+            g.observe(ms(300 + i * 5), acked, true);
+            assert_eq!(g.current(), None, "at {} ms", 300 + i * 5);
+        }
+        acked += 2_500;
+        g.observe(ms(350), acked, true);
+        assert_eq!(g.current(), Some(0.5e6));
     }
 
     /// The first backlog's rate is refined with every reading as its span grows to a

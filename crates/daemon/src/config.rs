@@ -130,6 +130,12 @@ pub struct Tuning {
     /// post-loss dip out of PAMS's split, which helps some settings and hurts others
     /// (docs/evaluation.md), so it is opt-in.
     pub loss_hold: f64,
+    /// For how many smoothed RTTs after a loss a path's rate samples count at least the rate
+    /// its ACKs show a standing queue draining at (3, the default; 0: the kernel's samples as
+    /// they are). See `PathEstimator::with_drain_floor`: it keeps the dip of CUBIC's pause
+    /// after a loss out of PAMS's split while the bottleneck stays busy, and follows a drop
+    /// in capacity at once.
+    pub drain_floor: f64,
     /// PAMS reinjection (MPBond §4.3.4); off only to measure what it buys (§6.2). Failed
     /// subflows are rescued either way.
     pub pams_reinjection: bool,
@@ -194,6 +200,7 @@ impl Default for Tuning {
             late_rescue: true,
             pams_pad: "drain".into(),
             loss_hold: 0.0,
+            drain_floor: crate::meter::DRAIN_FLOOR_RTTS,
             pacing: true,
             cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),
@@ -495,6 +502,12 @@ impl Config {
                 "tuning.loss_hold must be a number of RTTs >= 0 (0: the plain average)".into(),
             );
         }
+        if !(t.drain_floor.is_finite() && t.drain_floor >= 0.0) {
+            return Err(
+                "tuning.drain_floor must be a number of RTTs >= 0 (0: the kernel's samples as they are)"
+                    .into(),
+            );
+        }
         t.pad_model()?;
         for sched in [
             self.proxy.as_ref().map(|p| &p.scheduler),
@@ -659,6 +672,7 @@ allow = [{{ name = "friend", key = "{}" }}]
         for (bad, names) in [
             ("pams_pad = \"fifo\"", ["pams_pad", "drain"]),
             ("loss_hold = -3.0", ["loss_hold", "RTTs"]),
+            ("drain_floor = nan", ["drain_floor", "RTTs"]),
         ] {
             let e = Config::parse(
                 &format!("key = \"k\"\n[tuning]\n{bad}\n[proxy]\nlisten = \"0.0.0.0:1\"\n"),

@@ -9,7 +9,9 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use mpbond_core::{PacketFill, PathEstimator, TcpSample, Time};
+use mpbond_core::estimator::DRAIN_SPAN;
+use mpbond_core::goodput::Backlog;
+use mpbond_core::{Goodput, PacketFill, PathEstimator, TcpSample, Time};
 
 use crate::sys::{self, TcpInfo};
 
@@ -24,15 +26,28 @@ pub struct Meter {
     /// Smoothed RTT and throughput.
     pub est: PathEstimator,
     fill: PacketFill,
+    /// The rate the peer's ACKs and SACKs say a standing queue drains at
+    /// ([`TcpSample::drain_rate`]).
+    drain: Goodput,
 }
 
+/// Smoothed RTTs after a loss during which the estimate's rate samples are floored at the
+/// path's drain rate, unless `tuning.drain_floor` says otherwise (`PathEstimator::
+/// with_drain_floor`): CUBIC's pause after a loss spoils the kernel's samples for two or
+/// three round trips.
+pub const DRAIN_FLOOR_RTTS: f64 = 3.0;
+
 impl Meter {
-    /// A meter with no reading yet; `loss_hold` as in `tuning.loss_hold` (0 for none).
-    pub fn new(loss_hold: f64) -> Self {
+    /// A meter with no reading yet; `loss_hold` and `drain_floor` (in smoothed RTTs, 0 for
+    /// none) as in `tuning.loss_hold` and `tuning.drain_floor`.
+    pub fn new(loss_hold: f64, drain_floor: f64) -> Self {
         Self {
             tcp: TcpInfo::default(),
-            est: PathEstimator::new(ESTIMATOR_TAU).with_loss_hold(loss_hold),
+            est: PathEstimator::new(ESTIMATOR_TAU)
+                .with_loss_hold(loss_hold)
+                .with_drain_floor(drain_floor),
             fill: PacketFill::new(),
+            drain: Goodput::with_span(DRAIN_SPAN),
         }
     }
 
@@ -68,6 +83,16 @@ impl Meter {
         if t.rtt_us == 0 {
             return;
         }
+        // Only a queue at the bottleneck counts (unsent bytes do not: a path whose window
+        // is the limit acknowledges at the window's pace, which a loss cuts).
+        let queue = Backlog {
+            to_deliver: t.to_deliver(),
+            srtt: f64::from(t.rtt_us) / 1e6,
+            min_rtt: f64::from(t.min_rtt_us) / 1e6,
+            ..Backlog::default()
+        };
+        self.drain
+            .observe(now, t.bytes_acked + t.sacked_bytes, queue.is_backlogged());
         self.est.on_sample(TcpSample {
             now,
             srtt: t.rtt_us as f64 / 1e6,
@@ -76,6 +101,7 @@ impl Meter {
             app_limited: t.app_limited,
             slow_start: t.slow_start,
             retransmits: u64::from(t.total_retrans),
+            drain_rate: self.drain.current(),
         });
     }
 
@@ -103,7 +129,7 @@ mod tests {
     fn a_repeated_reading_of_an_idle_link_is_not_a_new_rate_sample() {
         // A link measured at 1 MB/s, then idle: the kernel keeps reporting the slow last
         // sample of the transfer's tail (200 KB/s, not application-limited).
-        let mut m = Meter::new(0.0);
+        let mut m = Meter::new(0.0, 0.0);
         let mut t = busy(1_000_000);
         for ms in (0..1000).step_by(5) {
             t.bytes_acked += 5 * 1448;
@@ -132,7 +158,7 @@ mod tests {
         // The kernel reports 1 MB/s counting each packet as a full MSS, but every other
         // packet carries 600 bytes (2 KiB records sent one at a time): the path moves
         // 2048 bytes per 2 × 1448, about 707 KB/s.
-        let mut m = Meter::new(0.0);
+        let mut m = Meter::new(0.0, 0.0);
         let mut t = busy(1_000_000);
         for ms in (0..2000).step_by(5) {
             t.bytes_acked += 2 * 2048;
@@ -154,7 +180,7 @@ mod tests {
     /// reported at 30 KB/s for the 200 ms of an RTO before this).
     #[test]
     fn sacked_packets_during_recovery_are_not_empty_packets() {
-        let mut m = Meter::new(0.0);
+        let mut m = Meter::new(0.0, 0.0);
         let mut t = busy(600_000);
         let mut ms = 0;
         while ms < 1000 {
@@ -179,6 +205,57 @@ mod tests {
         assert_eq!(m.tcp.delivery_rate, 600_000);
     }
 
+    /// §6.8's PS-Path after a loss, as TCP_INFO showed it: the link delivers 965 KB/s
+    /// throughout behind a standing queue (RTT 150 ms against 50), the cumulative ACK
+    /// waits 200 ms for a retransmission while SACKs keep coming, then CUBIC's pause
+    /// makes the kernel's samples read 720 KB/s for 250 ms. With the drain floor the
+    /// estimate stays at the link's rate; without it, it dips as it did in the lab.
+    #[test]
+    fn the_drain_floor_keeps_the_rate_of_a_busy_link_through_a_loss() {
+        let lowest = |floor: f64| {
+            let mut m = Meter::new(0.0, floor);
+            let mut t = busy(965_000);
+            t.rtt_us = 150_000;
+            t.min_rtt_us = 50_000;
+            t.unacked_bytes = 400_000;
+            let mut lowest = f64::INFINITY;
+            // 4 packets every 6 ms: 965 KB/s.
+            for step in 0..300u64 {
+                let ms = step * 6;
+                let (from, to) = (1000 / 6, 1200 / 6);
+                if step == from {
+                    t.total_retrans += 1;
+                }
+                if (from..to).contains(&step) {
+                    // Loss recovery: delivered by SACK only; the kernel has no fresh sample.
+                    t.sacked += 4;
+                    t.sacked_bytes = u64::from(t.sacked) * 1448;
+                } else {
+                    if step == to {
+                        t.bytes_acked += t.sacked_bytes;
+                        t.sacked = 0;
+                        t.sacked_bytes = 0;
+                    }
+                    t.bytes_acked += 4 * 1448;
+                    t.delivery_rate = if (to..to + 250 / 6).contains(&step) {
+                        720_000
+                    } else {
+                        965_000
+                    };
+                }
+                t.delivered += 4;
+                m.update(t, Time::from_millis(ms));
+                if step > 100 {
+                    lowest = lowest.min(m.throughput());
+                }
+            }
+            lowest
+        };
+        let (with, without) = (lowest(DRAIN_FLOOR_RTTS), lowest(0.0));
+        assert!(with > 0.97 * 965_000.0, "with the floor: {with}");
+        assert!(without < 0.9 * 965_000.0, "without: {without}");
+    }
+
     #[test]
     fn a_real_connection_with_small_writes_reads_short_packets() {
         use std::io::{Read, Write};
@@ -187,7 +264,7 @@ mod tests {
         let mut c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
         let (mut s, _) = l.accept().expect("accept");
         c.set_nodelay(true).expect("nodelay");
-        let mut m = Meter::new(0.0);
+        let mut m = Meter::new(0.0, 0.0);
         m.read(&c, Time::ZERO, "test").expect("tcp_info");
         // 100-byte writes, each acknowledged before the next: one short packet each.
         let mut buf = [0u8; 100];

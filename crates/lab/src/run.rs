@@ -1283,6 +1283,7 @@ fn start_mpbond(
         MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\npams_pad = \"paper\"\n",
         MpbondVariant::PaperPad => "[tuning]\npams_pad = \"paper\"\n",
         MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
+        MpbondVariant::NoDrainFloor => "[tuning]\ndrain_floor = 0.0\n",
         MpbondVariant::NoReinject => {
             "[tuning]\npams_reinjection = false\nlate_rescue = false\nwindow_rescue = false\n"
         }

@@ -26,6 +26,9 @@ pub enum MpbondVariant {
     /// mpbond whose path throughput estimates hold their level for 3 RTTs after a loss
     /// (`tuning.loss_hold = 3`): what keeping CUBIC's post-loss dip out of PAMS buys.
     LossHold,
+    /// mpbond whose path throughput estimates take the kernel's rate samples as they are
+    /// after a loss (`tuning.drain_floor = 0`): what the drain floor buys.
+    NoDrainFloor,
     /// Helpers send pipe feedback over the HS-Path all the time ("fixed-always", §6.2).
     FixedAlways,
     /// Helpers send pipe feedback over the HS-Path only while it carries data
@@ -58,12 +61,13 @@ pub enum MpbondVariant {
 }
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 16] = [
+    const ALL: [MpbondVariant; 17] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
         MpbondVariant::PaperPad,
         MpbondVariant::LossHold,
+        MpbondVariant::NoDrainFloor,
         MpbondVariant::FixedAlways,
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
@@ -84,6 +88,7 @@ impl MpbondVariant {
             MpbondVariant::Paper => "mpbond-paper",
             MpbondVariant::PaperPad => "mpbond-paper-pad",
             MpbondVariant::LossHold => "mpbond-loss-hold",
+            MpbondVariant::NoDrainFloor => "mpbond-no-drain-floor",
             MpbondVariant::FixedAlways => "mpbond-fixed-always",
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",
@@ -284,6 +289,7 @@ mod tests {
             "mpbond-fixed-segments",
             "mpbond-unpaced",
             "mpbond-no-cc-restart",
+            "mpbond-no-drain-floor",
             "mpbond-bbr@2",
             "mpbond-wait-open",
         ] {

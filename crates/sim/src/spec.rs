@@ -209,6 +209,10 @@ pub struct Scenario {
     /// How long the throughput estimators hold their level after a loss, in smoothed RTTs
     /// (0: the plain average; `LOSS_HOLD_RTTS` is the value the lab tries).
     pub loss_hold: f64,
+    /// For how many smoothed RTTs after a loss a rate sample counts at least the rate the
+    /// connection's ACKs show a standing queue draining at (`PathEstimator::
+    /// with_drain_floor`; 3 as in the daemons, 0: the samples as they are).
+    pub drain_floor: f64,
     /// What the throughput estimators are fed.
     pub rate_source: RateSource,
     /// Start each pipe's throughput estimate at the pipe's rate, as if measured when the pipe
@@ -263,6 +267,7 @@ impl Scenario {
             rejoin: true,
             estimator_tau: Duration::from_millis(100),
             loss_hold: 0.0,
+            drain_floor: 3.0,
             rate_source: RateSource::DeliveryRate,
             warm_pipes: true,
             tcp: TcpConfig::default(),

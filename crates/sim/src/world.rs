@@ -18,9 +18,11 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
+use mpbond_core::estimator::DRAIN_SPAN;
+use mpbond_core::goodput::Backlog;
 use mpbond_core::{
-    by_name, Output, PathEstimator, PathKind, PathView, PipeState, Receiver, ReceiverConfig,
-    Sender, SenderConfig, TcpSample, Time,
+    by_name, Goodput, Output, PathEstimator, PathKind, PathView, PipeState, Receiver,
+    ReceiverConfig, Sender, SenderConfig, TcpSample, Time,
 };
 use mpbond_proto::{DataAck, PipeFeedback, StreamId, SubflowId, DATA_OVERHEAD};
 
@@ -31,6 +33,10 @@ use crate::report::{Reinjection, SimResult, SubflowResult, TimelinePoint};
 use crate::rng::Rng;
 use crate::spec::{FeedbackRoute, HelperSpec, PathSpec, RateSource, Scenario};
 use crate::tcp::Tcp;
+
+/// How often a flow's drain rate takes a reading: the daemons' tick. Per ACK, the
+/// `Goodput`'s 64 readings would span less than its 50 ms minimum on a fast pipe.
+const DRAIN_READ_EVERY: Duration = Duration::from_millis(5);
 
 /// Errors that stop a simulation before it runs.
 #[derive(Debug, thiserror::Error)]
@@ -182,6 +188,9 @@ struct World<'a> {
     flows: Vec<Tcp<SimFrame>>,
     /// Bumped when a flow is replaced by a rejoin's new connection.
     epoch: Vec<u32>,
+    /// Per flow, the rate its ACKs show a standing queue draining at (`TcpSample::
+    /// drain_rate`), read at most every [`DRAIN_READ_EVERY`] like the daemons' ticks.
+    drains: Vec<(Goodput, Option<Time>)>,
     /// Each subflow's WAN uplink (0: PS, k+1: HS of helper k), where modelled.
     up: Vec<Option<UpLink>>,
     timer_at: Vec<Option<Time>>,
@@ -236,7 +245,9 @@ fn link_of(p: &PathSpec, mss: u64) -> LinkConfig {
 /// A path estimator as a new connection leaves it: one RTT sample (the handshake's) and the
 /// initial window.
 fn fresh_estimator(sc: &Scenario, rtt: Duration, now: Time) -> PathEstimator {
-    let mut e = PathEstimator::new(sc.estimator_tau).with_loss_hold(sc.loss_hold);
+    let mut e = PathEstimator::new(sc.estimator_tau)
+        .with_loss_hold(sc.loss_hold)
+        .with_drain_floor(sc.drain_floor);
     e.on_sample(TcpSample {
         now,
         srtt: rtt.as_secs_f64().max(1e-6),
@@ -245,13 +256,17 @@ fn fresh_estimator(sc: &Scenario, rtt: Duration, now: Time) -> PathEstimator {
         app_limited: false,
         slow_start: false,
         retransmits: 0,
+        drain_rate: None,
     });
     e
 }
 
 /// A helper's relay state when its subflow (re)joins, with the proxy's view of its pipe.
 fn fresh_helper(sc: &Scenario, h: &HelperSpec, now: Time) -> (Helper, PipeState) {
-    let mut pipe_est = fresh_estimator(sc, h.pipe.rtt, now);
+    // No drain floor on the pipe: the daemons' helper reports Th_p from its own goodput
+    // measure, not from a floored estimate (its meters take the kernel's samples as they
+    // are).
+    let mut pipe_est = fresh_estimator(sc, h.pipe.rtt, now).with_drain_floor(0.0);
     if sc.warm_pipes {
         // The pipe was measured when it was set up: its rate at that time.
         pipe_est = PathEstimator::new(sc.estimator_tau).with_loss_hold(sc.loss_hold);
@@ -263,6 +278,7 @@ fn fresh_helper(sc: &Scenario, h: &HelperSpec, now: Time) -> (Helper, PipeState)
             app_limited: false,
             slow_start: false,
             retransmits: 0,
+            drain_rate: None,
         });
     }
     let mut ps = PipeState::default();
@@ -370,6 +386,7 @@ impl<'a> World<'a> {
             rng: Rng::new(sc.seed),
             flows,
             epoch: vec![0; nflows],
+            drains: vec![(Goodput::with_span(DRAIN_SPAN), None); nflows],
             up: std::iter::once(&sc.ps)
                 .chain(sc.helpers.iter().map(|h| &h.hs))
                 .map(|p| {
@@ -556,6 +573,19 @@ impl<'a> World<'a> {
             RateSource::DeliveryRate => tcp.delivery_rate(),
             RateSource::CwndRtt => None,
         };
+        // Every packet is acknowledged on its own (like SACK), so the bytes acknowledged are
+        // the bytes the peer has; only a queue at the bottleneck counts, as in the daemons.
+        let queue = Backlog {
+            to_deliver: tcp.outq(),
+            srtt,
+            min_rtt: tcp.min_rtt().unwrap_or(0.0),
+            ..Backlog::default()
+        };
+        let (drain, last) = &mut self.drains[f];
+        if last.is_none_or(|t| self.now.saturating_since(t) >= DRAIN_READ_EVERY) {
+            drain.observe(self.now, tcp.bytes_acked(), queue.is_backlogged());
+            *last = Some(self.now);
+        }
         let s = TcpSample {
             now: self.now,
             srtt,
@@ -564,6 +594,7 @@ impl<'a> World<'a> {
             app_limited: rate.is_some_and(|r| r.app_limited),
             slow_start: tcp.in_slow_start(),
             retransmits: tcp.stats().retransmissions,
+            drain_rate: drain.current(),
         };
         if f == 0 {
             self.proxy_est[0].on_sample(s);
@@ -825,6 +856,7 @@ impl<'a> World<'a> {
             w.flows[f] = Tcp::new(sc.tcp.clone(), link_of(p, mss), p.owd()).opened_at(now);
             w.epoch[f] += 1;
             w.timer_at[f] = None;
+            w.drains[f] = (Goodput::with_span(DRAIN_SPAN), None);
         };
         if s == 0 {
             renew(self, 0, &sc.ps);

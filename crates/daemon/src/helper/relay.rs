@@ -233,7 +233,7 @@ impl Relay {
             sock,
             ctrl,
             tasks: vec![rd, wr],
-            meter: Meter::new(0.0),
+            meter: Meter::new(0.0, 0.0),
             goodput: mpbond_core::Goodput::default(),
             unacked_since: None,
             last_sent,

@@ -141,7 +141,7 @@ impl Session {
                 }
             }
         });
-        let mut meter = Meter::new(self.spec.tuning.loss_hold);
+        let mut meter = Meter::new(self.spec.tuning.loss_hold, self.spec.tuning.drain_floor);
         let _ = meter.read(sock.as_ref(), self.now(), &name);
         self.links.insert(
             id,

@@ -145,6 +145,11 @@ pub struct SimArgs {
     /// (0: the plain average; 3 is what the lab's mpbond-loss-hold uses).
     #[arg(long, default_value_t = 0.0, value_name = "RTTS")]
     loss_hold: f64,
+    /// For how many smoothed RTTs after a loss a rate sample counts at least the rate the
+    /// connection's ACKs show its standing queue draining at (3, as the daemons'
+    /// `tuning.drain_floor`; 0: the samples as they are).
+    #[arg(long, default_value_t = 3.0, value_name = "RTTS")]
+    drain_floor: f64,
     /// What feeds the throughput estimators: delivery (the connection's delivery rate, as the
     /// daemons read from TCP_INFO) or cwnd (CWND/RTT, as in the paper).
     #[arg(long, default_value = "delivery")]
@@ -307,6 +312,13 @@ impl SimArgs {
                         bail!("bad --loss-hold {}: a number of RTTs >= 0", self.loss_hold);
                     }
                     sc.loss_hold = self.loss_hold;
+                    if !(self.drain_floor.is_finite() && self.drain_floor >= 0.0) {
+                        bail!(
+                            "bad --drain-floor {}: a number of RTTs >= 0",
+                            self.drain_floor
+                        );
+                    }
+                    sc.drain_floor = self.drain_floor;
                     sc.rate_source = match self.rate_source.as_str() {
                         "delivery" => RateSource::DeliveryRate,
                         "cwnd" => RateSource::CwndRtt,
