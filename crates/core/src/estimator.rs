@@ -101,6 +101,7 @@ pub struct PathEstimator {
     retransmits: Option<u64>,
     /// The level held after a loss, and until when.
     hold: Option<(f64, Time)>,
+    /// Smoothed RTTs the drain floor lasts after a loss (0: none).
     floor_rtts: f64,
     /// Until when rate samples are floored at the drain rate (after a loss).
     floor_until: Option<Time>,
@@ -144,9 +145,10 @@ impl PathEstimator {
         self
     }
 
-    /// The same counting, for `rtts` smoothed RTTs after a loss (at most [`MAX_LOSS_HOLD`]),
-    /// a rate sample below the sample's drain rate as that rate; 0 (the default here, 3 in
-    /// the daemons) takes the kernel's samples as they are.
+    /// The same, except that for `rtts` smoothed RTTs after a loss (at most
+    /// [`MAX_LOSS_HOLD`]) a rate sample below the sample's drain rate counts as that rate;
+    /// 0 (the default here, 3 in the daemons and the simulator) takes the samples as they
+    /// are.
     pub fn with_drain_floor(mut self, rtts: f64) -> Self {
         self.floor_rtts = if rtts.is_finite() { rtts.max(0.0) } else { 0.0 };
         self
