@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use mpbond_proto::PipeFeedback;
 
+use crate::goodput::{Backlog, Goodput};
+
 use crate::path::PipeView;
 use crate::Time;
 
@@ -35,14 +37,53 @@ pub struct TcpSample {
     /// The rate a standing queue at the path's bottleneck drains at, bytes per second: the
     /// bytes the peer acknowledged or SACKed over about the last [`DRAIN_SPAN`] while the
     /// smoothed RTT stayed over twice the minimum ([`crate::goodput::Backlog`],
-    /// [`crate::Goodput::current`]). `None` without such a queue. Only the drain floor after
-    /// a loss uses it ([`PathEstimator::with_drain_floor`]).
+    /// [`DrainRate`]). `None` without such a queue. Only the drain floor after a loss uses
+    /// it ([`PathEstimator::with_drain_floor`]).
     pub drain_rate: Option<f64>,
 }
 
 /// The span the drain rate of [`TcpSample::drain_rate`] is measured over: the estimate's
 /// time constant, so that it follows a path that slowed as fast as the average does.
 pub const DRAIN_SPAN: Duration = Duration::from_millis(100);
+
+/// Smoothed RTTs after a loss for which the daemons and the simulator floor rate samples at
+/// the drain rate (`tuning.drain_floor`, `mpbond sim --drain-floor`): CUBIC's pause after a
+/// loss spoils the kernel's samples for two or three round trips.
+pub const DRAIN_FLOOR_RTTS: f64 = 3.0;
+
+/// The drain rate of one connection ([`TcpSample::drain_rate`]), the same in the daemons
+/// (from TCP_INFO) and in the simulator (from its TCP model): a [`Goodput`] over
+/// [`DRAIN_SPAN`] of the bytes the peer has, counted only while a queue stands at the
+/// bottleneck. Unsent bytes do not make one: a path whose window is the limit acknowledges
+/// at the window's pace, which a loss cuts.
+#[derive(Debug, Clone)]
+pub struct DrainRate(Goodput);
+
+impl Default for DrainRate {
+    fn default() -> Self {
+        Self(Goodput::with_span(DRAIN_SPAN))
+    }
+}
+
+impl DrainRate {
+    /// Takes one reading: `delivered`, the bytes acknowledged plus SACKed; `to_deliver`, the
+    /// bytes still to cross (unacknowledged less SACKed, plus unsent); the smoothed and the
+    /// minimum RTT, seconds.
+    pub fn observe(&mut self, now: Time, delivered: u64, to_deliver: u64, srtt: f64, min_rtt: f64) {
+        let queue = Backlog {
+            to_deliver,
+            srtt,
+            min_rtt,
+            ..Backlog::default()
+        };
+        self.0.observe(now, delivered, queue.is_backlogged());
+    }
+
+    /// The rate over the standing queue under way, once it has lasted 50 ms.
+    pub fn rate(&self) -> Option<f64> {
+        self.0.current()
+    }
+}
 
 /// Smoothed RTT and throughput of one path.
 ///
@@ -147,8 +188,8 @@ impl PathEstimator {
 
     /// The same, except that for `rtts` smoothed RTTs after a loss (at most
     /// [`MAX_LOSS_HOLD`]) a rate sample below the sample's drain rate counts as that rate;
-    /// 0 (the default here, 3 in the daemons and the simulator) takes the samples as they
-    /// are.
+    /// 0 (the default here; [`DRAIN_FLOOR_RTTS`] in the daemons and the simulator) takes
+    /// the samples as they are.
     pub fn with_drain_floor(mut self, rtts: f64) -> Self {
         self.floor_rtts = if rtts.is_finite() { rtts.max(0.0) } else { 0.0 };
         self

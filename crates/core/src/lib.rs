@@ -20,7 +20,7 @@ mod time;
 pub mod units;
 
 pub use conn::{Cancel, Output, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
-pub use estimator::{PacketFill, PathEstimator, PipeState, TcpSample};
+pub use estimator::{DrainRate, PacketFill, PathEstimator, PipeState, TcpSample};
 pub use goodput::Goodput;
 pub use path::{PathKind, PathView, PipeView};
 pub use scheduler::{by_name, Decision, PamsConfig, Recall, SchedContext, Scheduler};

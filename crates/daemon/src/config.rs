@@ -200,7 +200,7 @@ impl Default for Tuning {
             late_rescue: true,
             pams_pad: "drain".into(),
             loss_hold: 0.0,
-            drain_floor: crate::meter::DRAIN_FLOOR_RTTS,
+            drain_floor: mpbond_core::estimator::DRAIN_FLOOR_RTTS,
             pacing: true,
             cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),

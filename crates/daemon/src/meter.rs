@@ -9,9 +9,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use mpbond_core::estimator::DRAIN_SPAN;
-use mpbond_core::goodput::Backlog;
-use mpbond_core::{Goodput, PacketFill, PathEstimator, TcpSample, Time};
+use mpbond_core::{DrainRate, PacketFill, PathEstimator, TcpSample, Time};
 
 use crate::sys::{self, TcpInfo};
 
@@ -27,15 +25,9 @@ pub struct Meter {
     pub est: PathEstimator,
     fill: PacketFill,
     /// The rate the peer's ACKs and SACKs say a standing queue drains at
-    /// ([`TcpSample::drain_rate`]).
-    drain: Goodput,
+    /// ([`TcpSample::drain_rate`]); only measured where the estimate has a drain floor.
+    drain: Option<DrainRate>,
 }
-
-/// Smoothed RTTs after a loss during which the estimate's rate samples are floored at the
-/// path's drain rate, unless `tuning.drain_floor` says otherwise (`PathEstimator::
-/// with_drain_floor`): CUBIC's pause after a loss spoils the kernel's samples for two or
-/// three round trips.
-pub const DRAIN_FLOOR_RTTS: f64 = 3.0;
 
 impl Meter {
     /// A meter with no reading yet; `loss_hold` and `drain_floor` (in smoothed RTTs, 0 for
@@ -47,7 +39,7 @@ impl Meter {
                 .with_loss_hold(loss_hold)
                 .with_drain_floor(drain_floor),
             fill: PacketFill::new(),
-            drain: Goodput::with_span(DRAIN_SPAN),
+            drain: (drain_floor > 0.0).then(DrainRate::default),
         }
     }
 
@@ -83,16 +75,15 @@ impl Meter {
         if t.rtt_us == 0 {
             return;
         }
-        // Only a queue at the bottleneck counts (unsent bytes do not: a path whose window
-        // is the limit acknowledges at the window's pace, which a loss cuts).
-        let queue = Backlog {
-            to_deliver: t.to_deliver(),
-            srtt: f64::from(t.rtt_us) / 1e6,
-            min_rtt: f64::from(t.min_rtt_us) / 1e6,
-            ..Backlog::default()
-        };
-        self.drain
-            .observe(now, t.bytes_acked + t.sacked_bytes, queue.is_backlogged());
+        if let Some(d) = &mut self.drain {
+            d.observe(
+                now,
+                t.bytes_acked + t.sacked_bytes,
+                t.to_deliver(),
+                f64::from(t.rtt_us) / 1e6,
+                f64::from(t.min_rtt_us) / 1e6,
+            );
+        }
         self.est.on_sample(TcpSample {
             now,
             srtt: t.rtt_us as f64 / 1e6,
@@ -101,7 +92,7 @@ impl Meter {
             app_limited: t.app_limited,
             slow_start: t.slow_start,
             retransmits: u64::from(t.total_retrans),
-            drain_rate: self.drain.current(),
+            drain_rate: self.drain.as_ref().and_then(DrainRate::rate),
         });
     }
 
@@ -252,12 +243,18 @@ mod tests {
             }
             lowest
         };
-        let (with, without) = (lowest(DRAIN_FLOOR_RTTS, 150_000), lowest(0.0, 150_000));
+        let (with, without) = (
+            lowest(mpbond_core::estimator::DRAIN_FLOOR_RTTS, 150_000),
+            lowest(0.0, 150_000),
+        );
         assert!(with > 0.97 * 965_000.0, "with the floor: {with}");
         assert!(without < 0.9 * 965_000.0, "without: {without}");
         // No standing queue (RTT 90 ms against 50): the cut may have left the link idle,
         // so there is no drain rate to floor at and the samples count as they are.
-        assert_eq!(lowest(DRAIN_FLOOR_RTTS, 90_000), lowest(0.0, 90_000));
+        assert_eq!(
+            lowest(mpbond_core::estimator::DRAIN_FLOOR_RTTS, 90_000),
+            lowest(0.0, 90_000)
+        );
     }
 
     #[test]

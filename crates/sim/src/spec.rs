@@ -267,7 +267,7 @@ impl Scenario {
             rejoin: true,
             estimator_tau: Duration::from_millis(100),
             loss_hold: 0.0,
-            drain_floor: 3.0,
+            drain_floor: mpbond_core::estimator::DRAIN_FLOOR_RTTS,
             rate_source: RateSource::DeliveryRate,
             warm_pipes: true,
             tcp: TcpConfig::default(),

@@ -18,10 +18,8 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
-use mpbond_core::estimator::DRAIN_SPAN;
-use mpbond_core::goodput::Backlog;
 use mpbond_core::{
-    by_name, Goodput, Output, PathEstimator, PathKind, PathView, PipeState, Receiver,
+    by_name, DrainRate, Output, PathEstimator, PathKind, PathView, PipeState, Receiver,
     ReceiverConfig, Sender, SenderConfig, TcpSample, Time,
 };
 use mpbond_proto::{DataAck, PipeFeedback, StreamId, SubflowId, DATA_OVERHEAD};
@@ -34,8 +32,8 @@ use crate::rng::Rng;
 use crate::spec::{FeedbackRoute, HelperSpec, PathSpec, RateSource, Scenario};
 use crate::tcp::Tcp;
 
-/// How often a flow's drain rate takes a reading: the daemons' tick. Per ACK, the
-/// `Goodput`'s 64 readings would span less than its 50 ms minimum on a fast pipe.
+/// How often a flow's drain rate takes a reading: the daemons' tick. Per ACK, its 64
+/// readings would span less than its 50 ms minimum on a fast pipe.
 const DRAIN_READ_EVERY: Duration = Duration::from_millis(5);
 
 /// Errors that stop a simulation before it runs.
@@ -190,7 +188,7 @@ struct World<'a> {
     epoch: Vec<u32>,
     /// Per flow, the rate its ACKs show a standing queue draining at (`TcpSample::
     /// drain_rate`), read at most every [`DRAIN_READ_EVERY`] like the daemons' ticks.
-    drains: Vec<(Goodput, Option<Time>)>,
+    drains: Vec<(DrainRate, Option<Time>)>,
     /// Each subflow's WAN uplink (0: PS, k+1: HS of helper k), where modelled.
     up: Vec<Option<UpLink>>,
     timer_at: Vec<Option<Time>>,
@@ -386,7 +384,7 @@ impl<'a> World<'a> {
             rng: Rng::new(sc.seed),
             flows,
             epoch: vec![0; nflows],
-            drains: vec![(Goodput::with_span(DRAIN_SPAN), None); nflows],
+            drains: vec![(DrainRate::default(), None); nflows],
             up: std::iter::once(&sc.ps)
                 .chain(sc.helpers.iter().map(|h| &h.hs))
                 .map(|p| {
@@ -574,16 +572,11 @@ impl<'a> World<'a> {
             RateSource::CwndRtt => None,
         };
         // Every packet is acknowledged on its own (like SACK), so the bytes acknowledged are
-        // the bytes the peer has; only a queue at the bottleneck counts, as in the daemons.
-        let queue = Backlog {
-            to_deliver: tcp.outq(),
-            srtt,
-            min_rtt: tcp.min_rtt().unwrap_or(0.0),
-            ..Backlog::default()
-        };
+        // the bytes the peer has.
         let (drain, last) = &mut self.drains[f];
         if last.is_none_or(|t| self.now.saturating_since(t) >= DRAIN_READ_EVERY) {
-            drain.observe(self.now, tcp.bytes_acked(), queue.is_backlogged());
+            let min_rtt = tcp.min_rtt().unwrap_or(0.0);
+            drain.observe(self.now, tcp.bytes_acked(), tcp.outq(), srtt, min_rtt);
             *last = Some(self.now);
         }
         let s = TcpSample {
@@ -594,7 +587,7 @@ impl<'a> World<'a> {
             app_limited: rate.is_some_and(|r| r.app_limited),
             slow_start: tcp.in_slow_start(),
             retransmits: tcp.stats().retransmissions,
-            drain_rate: drain.current(),
+            drain_rate: drain.rate(),
         };
         if f == 0 {
             self.proxy_est[0].on_sample(s);
@@ -856,7 +849,7 @@ impl<'a> World<'a> {
             w.flows[f] = Tcp::new(sc.tcp.clone(), link_of(p, mss), p.owd()).opened_at(now);
             w.epoch[f] += 1;
             w.timer_at[f] = None;
-            w.drains[f] = (Goodput::with_span(DRAIN_SPAN), None);
+            w.drains[f] = (DrainRate::default(), None);
         };
         if s == 0 {
             renew(self, 0, &sc.ps);

@@ -148,7 +148,7 @@ pub struct SimArgs {
     /// For how many smoothed RTTs after a loss a rate sample counts at least the rate the
     /// connection's ACKs show its standing queue draining at (3, as the daemons'
     /// `tuning.drain_floor`; 0: the samples as they are).
-    #[arg(long, default_value_t = 3.0, value_name = "RTTS")]
+    #[arg(long, default_value_t = mpbond_core::estimator::DRAIN_FLOOR_RTTS, value_name = "RTTS")]
     drain_floor: f64,
     /// What feeds the throughput estimators: delivery (the connection's delivery rate, as the
     /// daemons read from TCP_INFO) or cwnd (CWND/RTT, as in the paper).
