@@ -119,9 +119,10 @@ impl DrainRate {
 /// ([`TcpSample::drain_rate`]) counts as that rate. The kernel's sample divides the packets
 /// delivered by the longer of their send and ACK intervals, so a sample whose packets were
 /// sent across CUBIC's pause reads low although the bottleneck never stopped: on §6.8's
-/// 8 Mbit/s PS-Path the samples fell to 720 KB/s and the average to 790 KB/s for half a
-/// second while the link delivered 965 KB/s throughout, and in 11 of 40 runs PAMS gave the
-/// helper 50-70 KB too many in that window (docs/evaluation.md, item 29). An RTT over twice
+/// 8 Mbit/s PS-Path the samples fell to 720 KB/s and the average to 790 KB/s, back above
+/// 950 KB/s only half a second after the recovery, while the link delivered 965 KB/s
+/// throughout, and in 16 of 60 runs PAMS gave the helper 50-70 KB too many in that window
+/// (docs/evaluation.md, item 29). An RTT over twice
 /// the minimum means more than a bandwidth-delay product is queued; CUBIC's cut to 0.7 of
 /// the window (Reno's to 0.5) leaves the link busy, so the ACK rate is the bottleneck's.
 /// Unlike the hold, a loss caused by a drop in capacity shows at once: the ACKs slow with
