@@ -492,21 +492,20 @@ impl Config {
                 t.congestion
             ));
         }
-        if !(t.pams_lookahead.is_finite() && t.pams_lookahead >= 0.0) {
-            return Err(
-                "tuning.pams_lookahead must be a number of RTTs >= 0 (0: the paper's rule)".into(),
-            );
-        }
-        if !(t.loss_hold.is_finite() && t.loss_hold >= 0.0) {
-            return Err(
-                "tuning.loss_hold must be a number of RTTs >= 0 (0: the plain average)".into(),
-            );
-        }
-        if !(t.drain_floor.is_finite() && t.drain_floor >= 0.0) {
-            return Err(
-                "tuning.drain_floor must be a number of RTTs >= 0 (0: the kernel's samples as they are)"
-                    .into(),
-            );
+        for (name, rtts, zero) in [
+            ("pams_lookahead", t.pams_lookahead, "the paper's rule"),
+            ("loss_hold", t.loss_hold, "the plain average"),
+            (
+                "drain_floor",
+                t.drain_floor,
+                "the kernel's samples as they are",
+            ),
+        ] {
+            if !(rtts.is_finite() && rtts >= 0.0) {
+                return Err(format!(
+                    "tuning.{name} must be a number of RTTs >= 0 (0: {zero}), not {rtts}"
+                ));
+            }
         }
         t.pad_model()?;
         for sched in [

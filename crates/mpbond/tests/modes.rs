@@ -506,3 +506,25 @@ fn transparent_mode_intercepts_and_cleans_up() {
         !nft_tables().contains("mpbond_17081")
     });
 }
+
+/// A bad count of RTTs for the simulator's estimators is refused when the arguments are
+/// parsed, with the flag and the rule in the message, before any simulation runs.
+#[test]
+fn sim_refuses_a_bad_count_of_rtts() {
+    for (flag, value) in [
+        ("--drain-floor", "-1"),
+        ("--drain-floor", "nan"),
+        ("--loss-hold", "inf"),
+    ] {
+        let out = mpbond()
+            .args(["sim", "--size", "1MB", &format!("{flag}={value}")])
+            .output()
+            .expect("run mpbond sim");
+        assert!(!out.status.success(), "{flag}={value} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag) && err.contains("RTTs >= 0"),
+            "{flag}={value}: {err}"
+        );
+    }
+}

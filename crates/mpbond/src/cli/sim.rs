@@ -143,12 +143,17 @@ pub struct SimArgs {
     tau: String,
     /// How long the throughput estimators hold their level after a loss, in smoothed RTTs
     /// (0: the plain average; 3 is what the lab's mpbond-loss-hold uses).
-    #[arg(long, default_value_t = 0.0, value_name = "RTTS")]
+    #[arg(long, default_value_t = 0.0, value_name = "RTTS", value_parser = parse_rtts)]
     loss_hold: f64,
     /// For how many smoothed RTTs after a loss a rate sample counts at least the rate the
     /// connection's ACKs show its standing queue draining at (3, as the daemons'
     /// `tuning.drain_floor`; 0: the samples as they are).
-    #[arg(long, default_value_t = mpbond_core::estimator::DRAIN_FLOOR_RTTS, value_name = "RTTS")]
+    #[arg(
+        long,
+        default_value_t = mpbond_core::estimator::DRAIN_FLOOR_RTTS,
+        value_name = "RTTS",
+        value_parser = parse_rtts
+    )]
     drain_floor: f64,
     /// What feeds the throughput estimators: delivery (the connection's delivery rate, as the
     /// daemons read from TCP_INFO) or cwnd (CWND/RTT, as in the paper).
@@ -163,6 +168,15 @@ pub struct SimArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// A count of smoothed RTTs (`--loss-hold`, `--drain-floor`), checked once when the
+/// arguments are parsed.
+fn parse_rtts(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of RTTs >= 0")),
+    }
 }
 
 fn extend<T: Clone>(mut v: Vec<T>, n: usize, what: &str) -> Result<Vec<T>> {
@@ -308,16 +322,7 @@ impl SimArgs {
                     sc.rejoin = !self.no_rejoin;
                     sc.seed = self.seed;
                     sc.estimator_tau = parse_duration(&self.tau)?;
-                    if !(self.loss_hold.is_finite() && self.loss_hold >= 0.0) {
-                        bail!("bad --loss-hold {}: a number of RTTs >= 0", self.loss_hold);
-                    }
                     sc.loss_hold = self.loss_hold;
-                    if !(self.drain_floor.is_finite() && self.drain_floor >= 0.0) {
-                        bail!(
-                            "bad --drain-floor {}: a number of RTTs >= 0",
-                            self.drain_floor
-                        );
-                    }
                     sc.drain_floor = self.drain_floor;
                     sc.rate_source = match self.rate_source.as_str() {
                         "delivery" => RateSource::DeliveryRate,
