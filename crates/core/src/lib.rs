@@ -8,9 +8,11 @@
 //!   where each segment goes, and the [`Receiver`] that reassembles and acknowledges;
 //! - [`estimator`]: RTT and throughput of paths, and pipe feedback (MPBond §4.3.2);
 //! - [`scheduler`]: PAMS (MPBond §4.3) and the baselines minRTT, round-robin and SWTC;
-//! - [`path`]: the numbers a scheduler sees of each subflow.
+//! - [`path`]: the numbers a scheduler sees of each subflow;
+//! - [`energy`]: the radios' power model, shared by PAMS's energy-aware admission and the lab.
 
 pub mod conn;
+pub mod energy;
 pub mod estimator;
 pub mod goodput;
 pub mod path;

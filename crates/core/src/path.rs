@@ -3,6 +3,8 @@
 
 use mpbond_proto::SubflowId;
 
+use crate::energy::PathPower;
+
 /// Whether a subflow reaches the receiver directly or through a helper and its pipe.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PathKind {
@@ -61,6 +63,10 @@ pub struct PathView {
     /// Bytes scheduled on this subflow that the receiver has not acknowledged at the data
     /// level. The [`crate::Sender`] fills this in; callers may leave it 0.
     pub outstanding: u64,
+    /// The radios that carry this subflow, as its devices declared them; `None` when
+    /// unknown. Only PAMS's energy-aware admission reads it
+    /// ([`crate::scheduler::admission`]), and a subflow of unknown power costs it nothing.
+    pub power: Option<PathPower>,
 }
 
 /// A cellular radio that moved something this recently (seconds) is awake: one more packet
@@ -98,6 +104,7 @@ impl PathView {
             pipe: None,
             wan_idle: f64::INFINITY,
             outstanding: 0,
+            power: None,
         }
     }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mpbond_core::units::{parse_duration, parse_size};
+use mpbond_proto::Radio;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::keys::PublicKey;
@@ -169,6 +170,15 @@ pub struct Tuning {
     /// independent sessions) and one otherwise (a device's few sessions run best without
     /// cross-core wakeups between their tasks; docs/performance.md).
     pub threads: usize,
+    /// Energy-aware helper admission, set at the proxy: how many joules a second of a
+    /// download's finish is worth to the user (watts; about what the phone draws while its
+    /// user waits). Set, PAMS leaves a helper out of a transfer when its radios, as their
+    /// devices declared them (`wan_radio`, `pipe_radio`), would cost more than the time it
+    /// saves is worth at this rate, counting the primary's own radio time it saves
+    /// (`mpbond_core::scheduler::admission`; `mpbond-eco` in the lab). Unset, the default:
+    /// time only, as MPBond's PAMS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_value: Option<f64>,
 }
 
 impl Tuning {
@@ -205,6 +215,7 @@ impl Default for Tuning {
             cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),
             threads: 0,
+            time_value: None,
         }
     }
 }
@@ -315,6 +326,10 @@ pub struct PrimaryConfig {
     /// primary waits for the origin as a plain SOCKS proxy does.
     #[serde(default = "default_true")]
     pub early_data: bool,
+    /// The radio of the PS-Path (`lte`, `wifi`, `bluetooth`, `ethernet`), declared to the
+    /// proxy for its energy-aware helper admission (`tuning.time_value`). Unset: unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wan_radio: Option<Radio>,
 }
 
 /// How helpers send pipe feedback (MPBond §5, §6.2).
@@ -371,6 +386,14 @@ pub struct HelperConfig {
     /// Most primaries served at once.
     #[serde(default = "default_max_primaries")]
     pub max_primaries: usize,
+    /// The radio of the HS-Path, declared to the proxy with `pipe_radio` for its
+    /// energy-aware helper admission (`tuning.time_value`). Unset: unknown, and the
+    /// admission counts this helper as free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wan_radio: Option<Radio>,
+    /// The radio of the pipe to the primary (`wifi`, `bluetooth`, `ethernet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipe_radio: Option<Radio>,
 }
 
 /// `[control]`: the local status and metrics endpoint.
@@ -504,6 +527,13 @@ impl Config {
             if !(rtts.is_finite() && rtts >= 0.0) {
                 return Err(format!(
                     "tuning.{name} must be a number of RTTs >= 0 (0: {zero}), not {rtts}"
+                ));
+            }
+        }
+        if let Some(w) = t.time_value {
+            if !(w.is_finite() && w >= 0.0) {
+                return Err(format!(
+                    "tuning.time_value must be joules per second of a download >= 0 (about what the phone draws while its user waits, e.g. 1.0), not {w}"
                 ));
             }
         }
@@ -672,6 +702,8 @@ allow = [{{ name = "friend", key = "{}" }}]
             ("pams_pad = \"fifo\"", ["pams_pad", "drain"]),
             ("loss_hold = -3.0", ["loss_hold", "RTTs"]),
             ("drain_floor = nan", ["drain_floor", "RTTs"]),
+            ("time_value = -1.0", ["time_value", "joules per second"]),
+            ("time_value = inf", ["time_value", "joules per second"]),
         ] {
             let e = Config::parse(
                 &format!("key = \"k\"\n[tuning]\n{bad}\n[proxy]\nlisten = \"0.0.0.0:1\"\n"),
@@ -681,6 +713,21 @@ allow = [{{ name = "friend", key = "{}" }}]
             .to_string();
             assert!(names.iter().all(|n| e.contains(n)), "{bad}: {e}");
         }
+        // Radios: the four names, and a clear refusal of others.
+        Config::parse(
+            "key = \"k\"\n[tuning]\ntime_value = 1.0\n[helper]\nlisten = \"0.0.0.0:1\"\nwan_radio = \"lte\"\npipe_radio = \"bluetooth\"\n",
+            p,
+        )
+        .expect("radios and a value of time are valid");
+        let e = Config::parse(
+            "key = \"k\"\n[helper]\nlisten = \"0.0.0.0:1\"\nwan_radio = \"5g\"\n",
+            p,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("wan_radio") && e.to_string().contains("lte"),
+            "{e}"
+        );
         let e = Config::parse(
             "key = \"k\"\n[tuning]\ncongestion = \"bbr; x\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
             p,

@@ -295,6 +295,7 @@ impl Proxy {
             deny_origins: self.deny.clone(),
             linger: self.cfg.session_linger.0,
             early_data: false,
+            wan_radio: None,
         })
         .map_err(|e| (Reason::INTERNAL, e))?;
         self.sessions().insert(

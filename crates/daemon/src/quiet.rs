@@ -60,7 +60,9 @@ pub struct Check {
 /// Tracks whether a link carries data.
 #[derive(Debug, Clone)]
 pub struct Activity {
-    moved: u64,
+    /// Bytes moved at the last check; `None` before the first, whose bytes are the link's
+    /// setup (handshake, join), not data.
+    moved: Option<u64>,
     /// The last check that saw data move.
     busy_at: Instant,
     /// When the link last turned busy after a check without data.
@@ -72,7 +74,7 @@ impl Default for Activity {
     fn default() -> Self {
         let now = Instant::now();
         Activity {
-            moved: 0,
+            moved: None,
             busy_at: now,
             busy_from: now,
             was_busy: false,
@@ -105,10 +107,14 @@ impl Activity {
         }
     }
 
-    /// Takes a fresh TCP_INFO (one call per check) and says what the link is doing.
+    /// Takes a fresh TCP_INFO (one call per check) and says what the link is doing. The
+    /// first check only counts: what moved before it was the link's setup, and calling that
+    /// data pinged a helper's idle HS-Path 250 ms later, waking its LTE radio in the middle
+    /// of a download that left the helper out (`mpbond lab run --packets`, `mpbond-eco`).
     fn state(&mut self, info: &TcpInfo, now: Instant) -> State {
         let moved = info.bytes_acked + info.bytes_received;
-        let busy = moved.saturating_sub(self.moved) >= BUSY_BYTES;
+        let before = self.moved.replace(moved);
+        let busy = before.is_some_and(|b| moved.saturating_sub(b) >= BUSY_BYTES);
         if busy {
             self.busy_at = now;
             if !self.was_busy {
@@ -116,7 +122,6 @@ impl Activity {
             }
         }
         self.was_busy = busy;
-        self.moved = moved;
         if busy {
             State::Busy
         } else if now.saturating_duration_since(self.busy_at) >= QUIET_AFTER {
@@ -155,6 +160,9 @@ mod tests {
             bytes_acked: 10_000,
             ..TcpInfo::default()
         };
+        // The setup's bytes before the first check are not data.
+        assert_eq!(a.state(&info, t0), State::Cooling);
+        info.bytes_acked += 10_000;
         assert_eq!(a.state(&info, t0), State::Busy);
         // Pings and feedback: a few hundred bytes per check, for 0.5 s.
         let mut seen = Vec::new();

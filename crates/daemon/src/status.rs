@@ -229,6 +229,11 @@ pub struct SubflowStatus {
     pub outstanding: u64,
     /// Payload bytes scheduled on it since it joined.
     pub bytes_scheduled: u64,
+    /// The radios that carry it, as its device declared them (`RADIOS`): the WAN radio,
+    /// then `+` and the pipe's for a helper, e.g. `lte+wifi`. What the energy-aware
+    /// admission weighs (`tuning.time_value`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub radios: Option<String>,
     /// The helper's report.
     pub pipe: Option<PipeStatus>,
     /// Its links.

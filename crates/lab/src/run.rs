@@ -695,7 +695,7 @@ pub fn run_one(
             Client::Via(Via::Socks(SocketAddr::from(([127, 0, 0, 1], 1080))))
         }
         Kind::Mpbond(variant) => {
-            _procs = start_mpbond(&tb, &work, &env.exe, variant, helpers_used)?;
+            _procs = start_mpbond(&tb, &work, &env.exe, variant, helpers_used, &sc.radios()?)?;
             Client::Via(Via::Socks(SocketAddr::from(([127, 0, 0, 1], 1080))))
         }
     };
@@ -1265,14 +1265,25 @@ fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Pr
     Ok(procs)
 }
 
-/// Writes keys and configs and starts proxy, helpers and primary in their namespaces.
+/// Writes keys and configs and starts proxy, helpers and primary in their namespaces. Every
+/// device declares the scenario's radios of its links (`wan_radio`, `pipe_radio`), which
+/// only `mpbond-eco`'s proxy weighs.
 fn start_mpbond(
     tb: &Testbed,
     work: &Path,
     exe: &Path,
     variant: MpbondVariant,
     helpers: usize,
+    radios: &[(String, Radio)],
 ) -> anyhow::Result<Procs> {
+    let radio = |link: &str, key: &str| {
+        radios
+            .iter()
+            .find(|(n, _)| n == link)
+            .map_or(String::new(), |(_, r)| {
+                format!("{key} = \"{}\"\n", r.name())
+            })
+    };
     let scheduler = if variant == MpbondVariant::Naive {
         "minrtt"
     } else {
@@ -1295,6 +1306,14 @@ fn start_mpbond(
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
         _ => "",
     };
+    let eco;
+    let tuning = match variant {
+        MpbondVariant::Eco(mw) => {
+            eco = format!("[tuning]\ntime_value = {:?}\n", f64::from(mw) / 1000.0);
+            eco.as_str()
+        }
+        _ => tuning,
+    };
     let helper_extra = match variant {
         MpbondVariant::FixedAlways => "feedback = \"always\"\n",
         MpbondVariant::FixedOnDemand => "feedback = \"on-demand\"\n",
@@ -1316,10 +1335,11 @@ fn start_mpbond(
     )?;
     let early_data = variant != MpbondVariant::WaitOpen;
     let mut primary = format!(
-        "key = \"phone.key\"\nlog = \"warn\"\n{}{tuning}[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{}\"\nsocks = \"127.0.0.1:1080\"\nscheduler = \"{scheduler}\"\nearly_data = {early_data}\n",
+        "key = \"phone.key\"\nlog = \"warn\"\n{}{tuning}[primary]\nproxy = \"{proxy_addr}\"\nproxy_key = \"{}\"\nps_bind = \"{}\"\nsocks = \"127.0.0.1:1080\"\nscheduler = \"{scheduler}\"\nearly_data = {early_data}\n{}",
         crate::sched::control_section(),
         proxy.public,
-        addr::PS_PRIMARY
+        addr::PS_PRIMARY,
+        radio("ps", "wan_radio"),
     );
     let mut procs = Procs(Vec::new());
     let spawn = |ns: &str, role: &str, cfg: &str| spawn_daemon(exe, work, ns, role, cfg);
@@ -1333,8 +1353,10 @@ fn start_mpbond(
         std::fs::write(
             work.join(format!("helper{}.toml", i + 1)),
             format!(
-                "key = \"helper{}.key\"\nlog = \"warn\"\n{tuning}[helper]\nlisten = \"0.0.0.0:7100\"\nhs_bind = \"{hs_ip}\"\n{helper_extra}allow = [{{ name = \"phone\", key = \"{}\" }}]\n",
+                "key = \"helper{}.key\"\nlog = \"warn\"\n{tuning}[helper]\nlisten = \"0.0.0.0:7100\"\nhs_bind = \"{hs_ip}\"\n{helper_extra}{}{}allow = [{{ name = \"phone\", key = \"{}\" }}]\n",
                 i + 1,
+                radio(&format!("hs{}", i + 1), "wan_radio"),
+                radio(&format!("p{}1", i + 1), "pipe_radio"),
                 phone.public
             ),
         )?;

@@ -663,7 +663,7 @@ impl Scenario {
     /// `p11`).
     pub fn radios(&self) -> anyhow::Result<Vec<(String, Radio)>> {
         let pick = |l: &LinkDef, default: Radio| -> anyhow::Result<Radio> {
-            l.radio.as_deref().map_or(Ok(default), Radio::parse)
+            Ok(l.radio.as_deref().map_or(Ok(default), Radio::parse)?)
         };
         let mut v = vec![("ps".to_string(), pick(&self.ps, Radio::Lte)?)];
         if let Some(p2) = &self.ps2 {

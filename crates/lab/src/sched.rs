@@ -201,6 +201,7 @@ mod tests {
             queued: 0,
             outstanding: 0,
             bytes_scheduled: 0,
+            radios: None,
             pipe: None,
             links: (0..links)
                 .map(|i| LinkStatus {

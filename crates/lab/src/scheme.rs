@@ -58,10 +58,20 @@ pub enum MpbondVariant {
     /// The primary waits for the proxy to reach the origin before it relays the
     /// application's bytes (`[primary] early_data = false`): what 0-RTT stream open buys.
     WaitOpen,
+    /// Energy-aware helper admission (`tuning.time_value`, in milliwatts here): PAMS leaves a
+    /// helper out of a transfer when its radios cost more than the time it saves is worth
+    /// at this rate. `mpbond-eco` is [`ECO_TIME_VALUE_MW`]; `mpbond-eco-<W>W` (e.g.
+    /// `mpbond-eco-0W`, `mpbond-eco-2.5W`) any other value, to trace the trade.
+    Eco(u32),
 }
 
+/// The value of time of `mpbond-eco`, milliwatts: about what a phone draws, screen on, while
+/// its user waits for a download (Carroll and Heiser, USENIX ATC 2010, measured a few hundred
+/// mW to over a watt for the display and processor of the phones they studied).
+pub const ECO_TIME_VALUE_MW: u32 = 1000;
+
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 17] = [
+    const ALL: [MpbondVariant; 18] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -79,6 +89,7 @@ impl MpbondVariant {
         MpbondVariant::NoCcRestart,
         MpbondVariant::Bbr,
         MpbondVariant::WaitOpen,
+        MpbondVariant::Eco(ECO_TIME_VALUE_MW),
     ];
 
     fn name(self) -> &'static str {
@@ -100,6 +111,7 @@ impl MpbondVariant {
             MpbondVariant::NoCcRestart => "mpbond-no-cc-restart",
             MpbondVariant::Bbr => "mpbond-bbr",
             MpbondVariant::WaitOpen => "mpbond-wait-open",
+            MpbondVariant::Eco(_) => "mpbond-eco",
         }
     }
 }
@@ -195,6 +207,19 @@ impl Scheme {
             }
             return Ok(Kind::Combine { chunk });
         }
+        if let Some(w) = s
+            .strip_prefix("mpbond-eco-")
+            .and_then(|w| w.strip_suffix('W'))
+        {
+            let mw = w
+                .parse::<f64>()
+                .ok()
+                .filter(|w| w.is_finite() && (0.0..=1e6).contains(w))
+                .ok_or_else(|| anyhow::anyhow!("the value of time is watts >= 0, e.g. 2.5W"))?;
+            return Ok(Kind::Mpbond(MpbondVariant::Eco(
+                (mw * 1000.0).round() as u32
+            )));
+        }
         if let Some(p) = s.strip_prefix("kibbutz-split-") {
             let ps_percent = p
                 .parse::<u8>()
@@ -252,6 +277,14 @@ impl fmt::Display for Scheme {
                 write!(f, "combine-{}KiB", chunk / 1024)?
             }
             Kind::Combine { chunk } => write!(f, "combine-{chunk}B")?,
+            Kind::Mpbond(MpbondVariant::Eco(mw)) if mw != ECO_TIME_VALUE_MW => {
+                let w = format!("{:.3}", f64::from(mw) / 1000.0);
+                write!(
+                    f,
+                    "mpbond-eco-{}W",
+                    w.trim_end_matches('0').trim_end_matches('.')
+                )?
+            }
             Kind::Mpbond(m) => f.write_str(m.name())?,
             Kind::MptcpWifiLte => f.write_str("mptcp-wifi-lte")?,
         }
@@ -276,6 +309,14 @@ mod tests {
             Scheme::parse("combine-64KiB").unwrap().kind,
             Kind::Combine { chunk: 64 * 1024 }
         );
+        assert_eq!(
+            Scheme::parse("mpbond-eco-1W").unwrap().to_string(),
+            "mpbond-eco"
+        );
+        assert_eq!(
+            Scheme::parse("mpbond-eco-0.25W").unwrap().kind,
+            Kind::Mpbond(MpbondVariant::Eco(250))
+        );
         for name in [
             "combine-64KiB",
             "combine-128KB",
@@ -292,6 +333,10 @@ mod tests {
             "mpbond-no-drain-floor",
             "mpbond-bbr@2",
             "mpbond-wait-open",
+            "mpbond-eco@2",
+            "mpbond-eco-0W",
+            "mpbond-eco-2.5W",
+            "mpbond-eco-10W@3",
         ] {
             assert_eq!(Scheme::parse(name).unwrap().to_string(), name);
         }
@@ -301,6 +346,8 @@ mod tests {
             "combine-12",
             "combine-x",
             "kibbutz-split-101",
+            "mpbond-eco-xW",
+            "mpbond-eco--1W",
             "mpbond@0",
             "mpbond@x",
         ] {

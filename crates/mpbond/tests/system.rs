@@ -416,6 +416,41 @@ fn proxy_restart_ends_streams_with_an_error_and_service_resumes() {
     download(&c, 5_000_000, 11);
 }
 
+/// The radios each device declares (`RADIOS`) reach both schedulers: the proxy's status
+/// shows the PS-Path's and the helper's (the latter sent over the HS-Path), the primary's its
+/// own and the helper's (sent over the pipe). With the energy-aware admission on and no value
+/// on time, a download still arrives whole.
+#[test]
+fn declared_radios_reach_both_schedulers_and_an_eco_download_arrives_intact() {
+    let c = Cluster::start(Spec {
+        net: 24,
+        helpers: 1,
+        tuning: "time_value = 0.0",
+        primary_extra: "wan_radio = \"lte\"",
+        helper_extra: "wan_radio = \"lte\"\npipe_radio = \"wifi\"",
+        ..Spec::default()
+    });
+    download(&c, 4_000_000, 31);
+    for (end, dev) in [("proxy", &c.proxy), ("primary", &c.primary)] {
+        let st = dev.status().unwrap();
+        let mut radios: Vec<(String, Option<String>)> = st.sessions[0]
+            .subflows
+            .iter()
+            .map(|f| (f.kind.clone(), f.radios.clone()))
+            .collect();
+        radios.sort();
+        assert_eq!(
+            radios,
+            [
+                ("direct".to_string(), Some("lte".to_string())),
+                ("helper".to_string(), Some("lte+wifi".to_string()))
+            ],
+            "{end}\n{}",
+            c.logs()
+        );
+    }
+}
+
 #[test]
 fn status_and_metrics_describe_the_bond() {
     let c = Cluster::start(Spec {

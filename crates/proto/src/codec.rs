@@ -41,6 +41,8 @@ pub mod kind {
     pub const PONG: u8 = 0x22;
     /// Types at or above this are optional extensions.
     pub const FIRST_EXTENSION: u8 = 0x80;
+    /// The first extension this version knows: a device's radios.
+    pub const RADIOS: u8 = 0x80;
 }
 
 /// Most bytes of a ticket.
@@ -267,6 +269,7 @@ fn frame_name(k: u8) -> &'static str {
         PIPE_FEEDBACK => "PIPE_FEEDBACK",
         PING => "PING",
         PONG => "PONG",
+        RADIOS => "RADIOS",
         _ => "EXTENSION",
     }
 }
@@ -465,6 +468,10 @@ fn parse_body(k: u8, flags: u8, body: Bytes) -> Result<Option<Frame>, DecodeErro
         }),
         PING => Frame::Ping { nonce: b.u64()? },
         PONG => Frame::Pong { nonce: b.u64()? },
+        RADIOS => Frame::Radios {
+            wan: Radio::from_code(b.u8()?),
+            pipe: Radio::from_code(b.u8()?),
+        },
         k if k >= FIRST_EXTENSION => return Ok(None),
         k => return Err(DecodeError::UnknownType(k)),
     };
@@ -671,6 +678,10 @@ fn encode_inner(frame: &Frame, out: &mut BytesMut) -> Result<(), EncodeError> {
             out.put_u64(f.timestamp_us);
         }
         Frame::Ping { nonce } | Frame::Pong { nonce } => out.put_u64(*nonce),
+        Frame::Radios { wan, pipe } => {
+            out.put_u8(wan.map_or(0, Radio::code));
+            out.put_u8(pipe.map_or(0, Radio::code));
+        }
         Frame::Extension { kind, body } => {
             if *kind < kind::FIRST_EXTENSION {
                 return Err(EncodeError::Invalid("extension type below 0x80"));

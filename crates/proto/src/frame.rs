@@ -307,6 +307,17 @@ pub enum Frame {
         /// The ping's nonce.
         nonce: u64,
     },
+    /// Device → proxy, on its own subflow: which radios carry it (an extension, type 0x80, so
+    /// a peer that predates it skips it). The proxy's energy-aware helper admission weighs a
+    /// helper's radios against the time it saves (docs/design.md, "Energy-aware admission");
+    /// nothing else depends on it.
+    Radios {
+        /// The radio of the sender's own WAN link (its PS-Path or HS-Path); `None`: unknown.
+        wan: Option<Radio>,
+        /// The radio of the pipe between this helper and its primary; `None` for a primary,
+        /// or unknown.
+        pipe: Option<Radio>,
+    },
     /// An extension frame (type 0x80–0xFF) that this version does not know; skipped.
     Extension {
         /// Its type byte.
@@ -343,6 +354,7 @@ impl Frame {
             Frame::PipeFeedback(_) => PIPE_FEEDBACK,
             Frame::Ping { .. } => PING,
             Frame::Pong { .. } => PONG,
+            Frame::Radios { .. } => RADIOS,
             Frame::Extension { kind, .. } => *kind,
         }
     }
@@ -372,7 +384,85 @@ impl Frame {
             Frame::PipeFeedback(_) => "PIPE_FEEDBACK",
             Frame::Ping { .. } => "PING",
             Frame::Pong { .. } => "PONG",
+            Frame::Radios { .. } => "RADIOS",
             Frame::Extension { .. } => "EXTENSION",
         }
+    }
+}
+
+/// The radio technology of a link, as a device declares it in [`Frame::Radios`]: what its
+/// energy costs depend on (Huang et al., MobiSys 2012, for LTE and WiFi).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
+pub enum Radio {
+    /// Cellular 4G.
+    Lte,
+    /// 802.11.
+    Wifi,
+    /// Bluetooth (classic, RFCOMM pipes as in MPBond §5).
+    Bluetooth,
+    /// A wire: no radio energy.
+    Ethernet,
+}
+
+/// A radio name that is none of `lte`, `wifi`, `bluetooth` (`bt`) and `ethernet`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("radio {0:?}: lte, wifi, bluetooth or ethernet")]
+pub struct UnknownRadio(pub String);
+
+impl Radio {
+    /// Parses `lte`, `wifi`, `bluetooth` (or `bt`) and `ethernet`.
+    pub fn parse(s: &str) -> Result<Radio, UnknownRadio> {
+        Ok(match s {
+            "lte" => Radio::Lte,
+            "wifi" => Radio::Wifi,
+            "bluetooth" | "bt" => Radio::Bluetooth,
+            "ethernet" => Radio::Ethernet,
+            _ => return Err(UnknownRadio(s.to_string())),
+        })
+    }
+
+    /// The name [`parse`](Self::parse) reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Radio::Lte => "lte",
+            Radio::Wifi => "wifi",
+            Radio::Bluetooth => "bluetooth",
+            Radio::Ethernet => "ethernet",
+        }
+    }
+
+    /// Its code on the wire (0 stands for "unknown").
+    pub fn code(self) -> u8 {
+        match self {
+            Radio::Lte => 1,
+            Radio::Wifi => 2,
+            Radio::Bluetooth => 3,
+            Radio::Ethernet => 4,
+        }
+    }
+
+    /// The radio of a wire code; `None` for 0 and for codes a later version may add, so a
+    /// newer peer's radio reads as unknown instead of breaking the connection.
+    pub fn from_code(c: u8) -> Option<Radio> {
+        match c {
+            1 => Some(Radio::Lte),
+            2 => Some(Radio::Wifi),
+            3 => Some(Radio::Bluetooth),
+            4 => Some(Radio::Ethernet),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Radio {
+    type Err = UnknownRadio;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Radio::parse(s)
     }
 }

@@ -119,6 +119,51 @@ fn unknown_mandatory_type_is_error_and_extension_is_skipped() {
     assert!(b.is_empty());
 }
 
+/// `RADIOS` (0x80) round-trips; a radio code from a later version reads as unknown instead of
+/// closing the connection, and the frame's layout is still exact.
+#[test]
+fn radios_round_trip_and_unknown_codes_read_as_unknown() {
+    for f in [
+        Frame::Radios {
+            wan: Some(Radio::Lte),
+            pipe: Some(Radio::Wifi),
+        },
+        Frame::Radios {
+            wan: Some(Radio::Ethernet),
+            pipe: None,
+        },
+    ] {
+        let raw = enc(&f);
+        assert_eq!(raw[0], kind::RADIOS);
+        let mut b = BytesMut::from(&raw[..]);
+        assert_eq!(decode(&mut b), Ok(Some(f)));
+    }
+    let mut b = BytesMut::from(&[0x80_u8, 0, 0, 2, 9, 3][..]);
+    assert_eq!(
+        decode(&mut b),
+        Ok(Some(Frame::Radios {
+            wan: None,
+            pipe: Some(Radio::Bluetooth)
+        }))
+    );
+    let mut b = BytesMut::from(&[0x80_u8, 0, 0, 1, 1][..]);
+    assert!(matches!(
+        decode(&mut b),
+        Err(DecodeError::Malformed {
+            frame: "RADIOS",
+            ..
+        })
+    ));
+    for r in [Radio::Lte, Radio::Wifi, Radio::Bluetooth, Radio::Ethernet] {
+        assert_eq!(Radio::parse(r.name()), Ok(r));
+        assert_eq!(Radio::from_code(r.code()), Some(r));
+    }
+    assert!(Radio::parse("5g")
+        .unwrap_err()
+        .to_string()
+        .contains("lte, wifi"));
+}
+
 #[test]
 fn trailing_bytes_are_malformed() {
     let mut raw = enc(&Frame::Ping { nonce: 1 });
@@ -327,6 +372,10 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             })),
         any::<u64>().prop_map(|n| Frame::Ping { nonce: n }),
         any::<u64>().prop_map(|n| Frame::Pong { nonce: n }),
+        (0u8..5, 0u8..5).prop_map(|(w, p)| Frame::Radios {
+            wan: Radio::from_code(w),
+            pipe: Radio::from_code(p),
+        }),
     ]
 }
 
@@ -389,7 +438,8 @@ proptest! {
         prop_assert!(consumed <= raw.len());
         if let Ok(Some((f, used))) = decode_slice(&raw) {
             prop_assert!(used <= raw.len());
-            if !matches!(f, Frame::Extension { .. }) {
+            // A radio code from a later version reads as unknown and is sent back as 0.
+            if !matches!(f, Frame::Extension { .. } | Frame::Radios { .. }) {
                 // Unknown flag bits are ignored on receipt and sent as zero; every other byte
                 // is canonical.
                 let re = enc(&f);

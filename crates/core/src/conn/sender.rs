@@ -712,7 +712,7 @@ impl Sender {
             if !late {
                 continue;
             }
-            if let Some(to) = self.rescue_target(views, from) {
+            if let Some(to) = self.rescue_target(now, views, from) {
                 picked = Some((sid, from, to.cwnd.max(WINDOW_RESCUE_MIN), to.rtt));
                 break;
             }
@@ -735,12 +735,28 @@ impl Sender {
     }
 
     /// Where a rescued head goes: the idle live subflow other than `from` with the smallest
-    /// PAD (shared by the window and late-head rescues).
-    fn rescue_target<'v>(&self, views: &'v [PathView], from: SubflowId) -> Option<&'v PathView> {
+    /// PAD (shared by the window and late-head rescues), among those the scheduler would
+    /// put data on (`Scheduler::left_out`: a helper left out to save its radios is not
+    /// woken for a copy either).
+    fn rescue_target<'v>(
+        &self,
+        now: Time,
+        views: &'v [PathView],
+        from: SubflowId,
+    ) -> Option<&'v PathView> {
         let pad = crate::scheduler::pams::pad_drain;
+        let ctx = SchedContext {
+            now,
+            untransmitted: 0,
+            segment: self.cfg.max_segment as u64,
+            finite: false,
+        };
+        let left_out = self.scheduler.left_out(&ctx, views);
         views
             .iter()
-            .filter(|v| v.idle && v.id != from && !self.retired.contains(&v.id))
+            .filter(|v| {
+                v.idle && v.id != from && !self.retired.contains(&v.id) && !left_out.contains(&v.id)
+            })
             .min_by(|a, b| pad(a).total_cmp(&pad(b)))
     }
 
@@ -811,7 +827,7 @@ impl Sender {
             let late_by = now.saturating_since(h.due).as_secs_f64();
             let pad = crate::scheduler::pams::pad_drain;
             let to = self
-                .rescue_target(views, h.subflow)
+                .rescue_target(now, views, h.subflow)
                 .filter(|v| pad(v) < late_by * LATE_GAIN);
             if let Some(to) = to {
                 // The rest of the share must meet the head's bound too: only what the

@@ -11,6 +11,7 @@ use mpbond_proto::SubflowId;
 use crate::path::PathView;
 use crate::Time;
 
+pub mod admission;
 pub mod minrtt;
 pub mod pams;
 pub mod roundrobin;
@@ -72,6 +73,13 @@ pub trait Scheduler: fmt::Debug + Send {
 
     /// Tells the scheduler that `bytes` were put on `path` (after a `Send`).
     fn on_scheduled(&mut self, _now: Time, _path: &PathView, _bytes: u64) {}
+
+    /// The subflows this scheduler would put no data on now: the sender's rescues, which pick
+    /// their own subflow, skip them too. PAMS's energy-aware admission leaves helpers out
+    /// ([`admission`]); the default leaves none out.
+    fn left_out(&self, _ctx: &SchedContext, _paths: &[PathView]) -> Vec<SubflowId> {
+        Vec::new()
+    }
 
     /// Called when nothing is left unscheduled. Returns data to recall for reinjection, if the
     /// scheduler does reinjection. The default does none: data is reinjected only when its

@@ -10,9 +10,10 @@
 
 use std::time::Duration;
 
-use super::{Decision, Recall, SchedContext, Scheduler};
+use super::{admission, Decision, Recall, SchedContext, Scheduler};
 use crate::path::{PathKind, PathView};
 use crate::Time;
+use mpbond_proto::SubflowId;
 
 /// Throughput floor, bytes per second, so that a path with no estimate yet has a large but
 /// finite PAD instead of a division by zero.
@@ -214,6 +215,11 @@ pub struct PamsConfig {
     pub wake_gain: Duration,
     /// How PAD counts bytes in flight ([`PadModel`]).
     pub pad: PadModel,
+    /// Energy-aware helper admission: what a second of the transfer's finish is worth, in
+    /// joules (watts). Set, PAMS schedules only on the subflows whose radios the time they
+    /// save pays for ([`super::admission`]); unset, it minimises time alone, as MPBond does.
+    /// An mpbond addition.
+    pub time_value: Option<f64>,
 }
 
 impl Default for PamsConfig {
@@ -227,6 +233,7 @@ impl Default for PamsConfig {
             lookahead_rtts: Some(LOOKAHEAD_RTTS),
             wake_gain: Duration::from_secs(1),
             pad: PadModel::Drain,
+            time_value: None,
         }
     }
 }
@@ -317,7 +324,7 @@ impl Pams {
 /// When `bytes` more would be delivered if every subflow sent from its PAD on at its
 /// effective throughput (water-filling: the level `L` with `sum (L - PAD_i)+ * Th_i =
 /// bytes`). Infinity when no subflow has a throughput.
-fn finish_level(subflows: &[(f64, f64)], bytes: f64) -> f64 {
+pub(crate) fn finish_level(subflows: &[(f64, f64)], bytes: f64) -> f64 {
     let mut s: Vec<(f64, f64)> = subflows
         .iter()
         .copied()
@@ -372,6 +379,14 @@ impl Scheduler for Pams {
     /// ([`PamsConfig::lookahead_rtts`]) what is left to send counts at most what all
     /// subflows can deliver within that horizon.
     fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
+        let admitted;
+        let paths = match self.cfg.time_value {
+            Some(w) => {
+                admitted = admission::admit(self.cfg.pad, paths, ctx.untransmitted as f64, w);
+                &admitted[..]
+            }
+            None => paths,
+        };
         let backlog = match self.cfg.lookahead_rtts {
             Some(r) if !ctx.finite => (ctx.untransmitted as f64).min(lookahead_bytes(paths, r)),
             _ => ctx.untransmitted as f64,
@@ -417,6 +432,23 @@ impl Scheduler for Pams {
         }
     }
 
+    /// With the energy-aware admission on, the helpers it leaves out of delivering what is
+    /// left: the unscheduled bytes and those still outstanding (a rescue resends the
+    /// latter).
+    fn left_out(&self, ctx: &SchedContext, paths: &[PathView]) -> Vec<SubflowId> {
+        let Some(w) = self.cfg.time_value else {
+            return Vec::new();
+        };
+        let backlog =
+            ctx.untransmitted as f64 + paths.iter().map(|p| p.outstanding as f64).sum::<f64>();
+        let kept = admission::admit(self.cfg.pad, paths, backlog, w);
+        paths
+            .iter()
+            .filter(|p| !kept.iter().any(|k| k.id == p.id))
+            .map(|p| p.id)
+            .collect()
+    }
+
     /// Reinjection (§4.3.4): when nothing is left unscheduled and
     /// `(maxPAD - minPAD) / minPAD > eta`, recall bytes from the subflow with the largest PAD:
     /// `(maxPAD - minPAD) * B` with `B` that subflow's effective throughput ([`RecallAmount`]
@@ -427,7 +459,19 @@ impl Scheduler for Pams {
         if !self.cfg.reinjection || ctx.untransmitted > 0 || ctx.now < self.hold_until {
             return None;
         }
-        let (min_pad, min_th, min_rtt) = paths
+        // Recalled bytes go back to the meta buffer and from there to an admitted subflow:
+        // a helper left out by the energy-aware admission is no destination (it stays a
+        // source). With nothing unscheduled the admission prices the outstanding data.
+        let admitted;
+        let dests = match self.cfg.time_value {
+            Some(w) => {
+                let backlog = paths.iter().map(|p| p.outstanding as f64).sum();
+                admitted = admission::admit(self.cfg.pad, paths, backlog, w);
+                &admitted[..]
+            }
+            None => paths,
+        };
+        let (min_pad, min_th, min_rtt) = dests
             .iter()
             .map(|p| {
                 // The round trip a recalled byte would see there. A subflow with nothing
@@ -1009,5 +1053,46 @@ mod tests {
             ..paper_cfg()
         });
         assert_eq!(off.reinjection(&ctx(0), &two_paths()), None);
+    }
+
+    /// With a value of time set, a helper whose radios cost more than the time it saves gets
+    /// no segment (Send to the direct path, Defer while only the helper is idle) and is left
+    /// out for rescues; without one, or without declared radios, PAMS uses it as before.
+    #[test]
+    fn the_energy_aware_admission_keeps_a_costly_helper_idle() {
+        use crate::energy::{PathPower, Radio};
+        let paths = |direct_idle: bool| {
+            let mut d = direct(0, 50.0, 18.0, 0, direct_idle);
+            d.power = Some(PathPower {
+                wan: Radio::Lte,
+                pipe: None,
+            });
+            d.wan_idle = 0.0;
+            let mut h = helper(1, 50.0, 5.0, 0, 5.0, 5.0, 0, true);
+            h.power = Some(PathPower {
+                wan: Radio::Lte,
+                pipe: Some(Radio::Wifi),
+            });
+            h.wan_idle = 0.0;
+            vec![d, h]
+        };
+        let mut c = ctx(512_000);
+        c.finite = true;
+        c.segment = 16_384;
+        let mut eco = Pams::new(PamsConfig {
+            time_value: Some(0.0),
+            ..PamsConfig::default()
+        });
+        assert_eq!(eco.select(&c, &paths(true)), Decision::Send(SubflowId(0)));
+        assert_eq!(eco.select(&c, &paths(false)), Decision::Defer);
+        assert_eq!(eco.left_out(&c, &paths(false)), vec![SubflowId(1)]);
+        // Time only: the idle helper gets the segment.
+        let mut pams = Pams::default();
+        assert_eq!(pams.select(&c, &paths(false)), Decision::Send(SubflowId(1)));
+        assert!(pams.left_out(&c, &paths(false)).is_empty());
+        // Radios unknown: the admission has nothing to weigh.
+        let mut unknown = paths(false);
+        unknown[1].power = None;
+        assert_eq!(eco.select(&c, &unknown), Decision::Send(SubflowId(1)));
     }
 }

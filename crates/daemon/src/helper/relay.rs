@@ -363,6 +363,16 @@ impl Relay {
         }
     }
 
+    /// The radios of this helper's subflow (`RADIOS`), when configured: the proxy's
+    /// scheduler (downlink) and the primary's (uplink) weigh them in their energy-aware
+    /// admission. Each gets it on its own link, after the join.
+    fn radios(&self) -> Option<Frame> {
+        self.shared.cfg.wan_radio.map(|wan| Frame::Radios {
+            wan: Some(wan),
+            pipe: self.shared.cfg.pipe_radio,
+        })
+    }
+
     /// Joins the primary's session at the proxy (MPBond §4.1).
     async fn join(self: Arc<Self>, pipe: u64, session: SessionId, ticket: Vec<u8>) {
         {
@@ -378,6 +388,9 @@ impl Relay {
                             session,
                         },
                     );
+                    if let Some(radios) = self.radios() {
+                        self.ctrl_pipe(pipe, radios);
+                    }
                 }
                 return;
             }
@@ -414,6 +427,9 @@ impl Relay {
         }
         Metrics::inc(&self.shared.metrics.links_opened);
         tracing::info!(primary = %self.primary_name, session = %session, subflow = %sf, "joined the session");
+        if let Some(radios) = self.radios() {
+            self.ctrl_hs(radios);
+        }
         self.ctrl_pipe(
             pipe,
             Frame::MpJoinOk {
@@ -422,6 +438,9 @@ impl Relay {
                 session,
             },
         );
+        if let Some(radios) = self.radios() {
+            self.ctrl_pipe(pipe, radios);
+        }
         for f in leftover {
             self.on_hs_frame(id, f).await;
         }

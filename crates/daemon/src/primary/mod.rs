@@ -160,6 +160,7 @@ impl Primary {
                 deny_origins: Vec::new(),
                 linger: Duration::from_secs(3),
                 early_data: self.cfg.early_data,
+                wan_radio: self.cfg.wan_radio,
             }) {
                 Ok(h) => h,
                 Err(e) => {
@@ -258,7 +259,10 @@ impl Primary {
             link.writer.flush().await.map_err(LinkError::Io)?;
             let (first, rest) = first_frames(&mut link).await?;
             match first {
-                Frame::MpOk { session, .. } => Ok((link, session, rest)),
+                Frame::MpOk { session, .. } => {
+                    self.declare_radios(&mut link)?;
+                    Ok((link, session, rest))
+                }
                 Frame::Close { code, reason } => {
                     Err(SetupError::Refused(format!("{code}: {reason}")))
                 }
@@ -267,6 +271,20 @@ impl Primary {
         })
         .await
         .map_err(|_| SetupError::Timeout)?
+    }
+
+    /// Tells the proxy which radio carries the PS-Path (`RADIOS`), when the configuration
+    /// names it; the frame goes out with the session's first write on the link.
+    fn declare_radios(&self, link: &mut Link) -> Result<(), SetupError> {
+        if let Some(wan) = self.cfg.wan_radio {
+            link.writer
+                .push_frame(&Frame::Radios {
+                    wan: Some(wan),
+                    pipe: None,
+                })
+                .map_err(|e| SetupError::Other(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// Rejoins an existing session over a new PS-Path with a ticket issued to ourselves.
@@ -297,7 +315,10 @@ impl Primary {
             link.writer.flush().await.map_err(LinkError::Io)?;
             let (first, rest) = first_frames(&mut link).await?;
             match first {
-                Frame::MpJoinOk { subflow, .. } => Ok((link, subflow, rest)),
+                Frame::MpJoinOk { subflow, .. } => {
+                    self.declare_radios(&mut link)?;
+                    Ok((link, subflow, rest))
+                }
                 Frame::Close { code, reason } => {
                     Err(SetupError::Refused(format!("{code}: {reason}")))
                 }

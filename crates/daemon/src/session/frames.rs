@@ -3,8 +3,9 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use mpbond_core::conn::ReceiveError;
+use mpbond_core::energy::PathPower;
 use mpbond_core::PathKind;
-use mpbond_proto::{Frame, Reason, StreamId, SubflowId, VERSION};
+use mpbond_proto::{Frame, Radio, Reason, StreamId, SubflowId, VERSION};
 use tokio::sync::oneshot;
 
 use super::{LinkId, Session, Side};
@@ -95,6 +96,7 @@ impl Session {
                 let n = self.sender.rescue_subflow(subflow);
                 tracing::info!(%subflow, %reason, bytes = n, "path reset: reinjecting");
             }
+            Frame::Radios { wan, pipe } => self.on_radios(link, wan, pipe),
             Frame::MpJoinOk { subflow, .. } if self.spec.side == Side::Primary => {
                 self.helper_joined(link, subflow);
             }
@@ -244,6 +246,25 @@ impl Session {
     }
 
     /// Primary: the helper's join went through; its pipes become subflow `sfid`.
+    /// A device declared the radios of the subflow this link carries. A helper's pipe radio
+    /// only means something on a helper subflow, and an unknown WAN radio leaves the
+    /// subflow's cost unknown (the admission then treats it as free).
+    fn on_radios(&mut self, link: LinkId, wan: Option<Radio>, pipe: Option<Radio>) {
+        let Some(id) = self.links.get(&link).and_then(|l| l.subflow) else {
+            return;
+        };
+        let Some(sf) = self.subflows.get_mut(&id) else {
+            return;
+        };
+        let pipe = if sf.kind == PathKind::Helper {
+            pipe
+        } else {
+            None
+        };
+        sf.power = wan.map(|wan| PathPower { wan, pipe });
+        tracing::info!(subflow = %id, ?wan, ?pipe, "radios declared");
+    }
+
     fn helper_joined(&mut self, link: LinkId, sfid: SubflowId) {
         let Some(helper) = self.links.get(&link).and_then(|l| l.helper) else {
             return;

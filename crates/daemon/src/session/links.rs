@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mpbond_core::energy::PathPower;
 use mpbond_core::{PathEstimator, PathKind, PathView, PipeState};
 use mpbond_proto::{Frame, PipeFeedback, Reason, SubflowId};
 use tokio::sync::{oneshot, Notify};
@@ -70,6 +71,8 @@ pub(super) struct SubflowState {
     pub helper: Option<PublicKey>,
     pub helper_name: Option<String>,
     pub scheduled: u64,
+    /// The radios its device declared (`RADIOS`), for PAMS's energy-aware admission.
+    pub power: Option<PathPower>,
     rr: usize,
 }
 
@@ -194,6 +197,14 @@ impl Session {
                 helper: helper.as_ref().map(|h| h.0),
                 helper_name: helper.as_ref().map(|h| h.1.clone()),
                 scheduled: 0,
+                // The primary knows its own PS-Path's radio; other subflows' come in
+                // `RADIOS` frames.
+                power: match (kind, self.spec.side) {
+                    (PathKind::Direct, Side::Primary) => {
+                        self.spec.wan_radio.map(|wan| PathPower { wan, pipe: None })
+                    }
+                    _ => None,
+                },
                 rr: 0,
             });
         if !sf.links.contains(&link) {
@@ -582,6 +593,7 @@ impl Session {
             if sf.kind == PathKind::Helper {
                 v.pipe = sf.pipe.view();
             }
+            v.power = sf.power;
             out.push(v);
         }
         out
@@ -620,6 +632,10 @@ impl Session {
                     queued: links.iter().map(|l| l.pending + l.tcp.to_deliver()).sum(),
                     outstanding: self.sender.outstanding(*id),
                     bytes_scheduled: sf.scheduled,
+                    radios: sf.power.map(|p| match p.pipe {
+                        Some(pipe) => format!("{}+{}", p.wan.name(), pipe.name()),
+                        None => p.wan.name().to_string(),
+                    }),
                     pipe: sf.pipe.view().map(|p| PipeStatus {
                         throughput_bps: p.throughput * 8.0,
                         rtt_ms: p.rtt * 1e3,

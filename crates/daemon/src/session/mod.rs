@@ -87,6 +87,9 @@ pub struct SessionSpec {
     /// Primary only: relay an application's bytes before the proxy confirms the origin
     /// (`[primary] early_data`).
     pub early_data: bool,
+    /// Primary only: the radio of its own PS-Path (`[primary] wan_radio`), for the uplink
+    /// scheduler's energy-aware admission; helpers declare theirs in `RADIOS` frames.
+    pub wan_radio: Option<mpbond_proto::Radio>,
 }
 
 /// Coarse state, watched by the primary's supervisor.
@@ -293,6 +296,7 @@ impl Session {
             lookahead_rtts: (t.pams_lookahead > 0.0).then_some(t.pams_lookahead),
             reinjection: t.pams_reinjection,
             pad: t.pad_model()?,
+            time_value: t.time_value,
             ..PamsConfig::default()
         };
         let scheduler = by_name(&spec.scheduler, pams).map_err(|e| e.to_string())?;

@@ -319,6 +319,8 @@ pub struct Spec {
     pub tuning: &'static str,
     pub proxy_extra: &'static str,
     pub primary_extra: &'static str,
+    /// Lines added to every helper's `[helper]` section.
+    pub helper_extra: &'static str,
     pub pipe_policy: &'static str,
     /// Leave the primary off the proxy's allowlist.
     pub unknown_primary: bool,
@@ -334,6 +336,7 @@ impl Default for Spec {
             tuning: "",
             proxy_extra: "",
             primary_extra: "",
+            helper_extra: "",
             pipe_policy: "fastest",
             unknown_primary: false,
         }
@@ -413,8 +416,8 @@ impl Cluster {
             std::fs::write(
                 &h.cfg,
                 format!(
-                    "key = \"{}.key\"\n{tuning}[control]\nlisten = \"{}\"\n[helper]\nlisten = \"{hip}:7100\"\nhs_bind = \"{hip}\"\npipe_policy = \"{}\"\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n",
-                    h.name, h.control, spec.pipe_policy, primary.key.public
+                    "key = \"{}.key\"\n{tuning}[control]\nlisten = \"{}\"\n[helper]\nlisten = \"{hip}:7100\"\nhs_bind = \"{hip}\"\npipe_policy = \"{}\"\nallow = [{{ name = \"phone\", key = \"{}\" }}]\n{}\n",
+                    h.name, h.control, spec.pipe_policy, primary.key.public, spec.helper_extra
                 ),
             )
             .unwrap();
