@@ -146,6 +146,9 @@ pub struct PathPower {
     pub wan: Radio,
     /// The pipe's radio; `None` for the direct subflow.
     pub pipe: Option<Radio>,
+    /// Whether the subflow carries data toward the proxy (the primary's uplink scheduler):
+    /// then the WAN radio sends, at LTE's αu of 438 mW per Mbit/s instead of αd's 52.
+    pub uplink: bool,
 }
 
 impl PathPower {
@@ -160,12 +163,18 @@ impl PathPower {
     }
 
     /// Joules per byte delivered over the subflow, from the α terms: the WAN radio receives
-    /// it, and on a pipe the helper sends it and the primary receives it. A WiFi pipe's byte
-    /// costs 8.4 times an LTE downlink byte in Huang et al.'s model (283 + 137 against 52 mW
-    /// per Mbit/s), which is why a helper on a fast pipe can cost more than it saves.
+    /// it (sends it, uplink), and on a pipe one end sends it and the other receives it. A
+    /// WiFi pipe's byte costs 8.4 times an LTE downlink byte in Huang et al.'s model (283 +
+    /// 137 against 52 mW per Mbit/s), which is why a helper on a fast pipe can cost more
+    /// than it saves.
     pub fn joules_per_byte(&self) -> f64 {
         let per_mbps_to_j_per_byte = 8.0 / 1e6 / 1000.0;
-        let wan = RadioModel::for_radio(self.wan).alpha_down;
+        let m = RadioModel::for_radio(self.wan);
+        let wan = if self.uplink {
+            m.alpha_up
+        } else {
+            m.alpha_down
+        };
         let pipe = self.pipe.map_or(0.0, |r| {
             let m = RadioModel::for_radio(r);
             m.alpha_up + m.alpha_down
@@ -250,10 +259,12 @@ mod tests {
         let ps = PathPower {
             wan: Radio::Lte,
             pipe: None,
+            uplink: false,
         };
         let hs = PathPower {
             wan: Radio::Lte,
             pipe: Some(Radio::Wifi),
+            uplink: false,
         };
         assert!(close(ps.active_w(), 1.28804));
         assert!(close(hs.active_w(), 1.28804 + 2.0 * 0.13286));
@@ -263,6 +274,9 @@ mod tests {
             hs.joules_per_byte() * 1e6,
             (51.97 + 283.17 + 137.01) * 8.0 / 1000.0
         ));
+        // Uplink: the WAN radio sends.
+        let up = PathPower { uplink: true, ..ps };
+        assert!(close(up.joules_per_byte() * 1e6, 438.39 * 8.0 / 1000.0));
         // Awake, in the tail, asleep.
         assert_eq!(hs.wake_j(0.05), 0.0);
         assert!(close(hs.wake_j(2.0), 2.0 * 1.060));
@@ -273,6 +287,7 @@ mod tests {
         let wire = PathPower {
             wan: Radio::Ethernet,
             pipe: Some(Radio::Ethernet),
+            uplink: false,
         };
         assert_eq!(
             (wire.active_w(), wire.joules_per_byte(), wire.wake_j(100.0)),

@@ -104,10 +104,12 @@ mod tests {
     const LTE: PathPower = PathPower {
         wan: Radio::Lte,
         pipe: None,
+        uplink: false,
     };
     const LTE_WIFI: PathPower = PathPower {
         wan: Radio::Lte,
         pipe: Some(Radio::Wifi),
+        uplink: false,
     };
 
     /// A primary on LTE at `ps` Mbit/s and a helper on LTE at `hs` behind a WiFi pipe at
@@ -186,6 +188,7 @@ mod tests {
         bt.power = Some(PathPower {
             wan: Radio::Lte,
             pipe: Some(Radio::Bluetooth),
+            uplink: false,
         });
         bt.wan_idle = 0.0;
         paths.push(bt);

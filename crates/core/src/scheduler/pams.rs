@@ -1066,12 +1066,14 @@ mod tests {
             d.power = Some(PathPower {
                 wan: Radio::Lte,
                 pipe: None,
+                uplink: false,
             });
             d.wan_idle = 0.0;
             let mut h = helper(1, 50.0, 5.0, 0, 5.0, 5.0, 0, true);
             h.power = Some(PathPower {
                 wan: Radio::Lte,
                 pipe: Some(Radio::Wifi),
+                uplink: false,
             });
             h.wan_idle = 0.0;
             vec![d, h]

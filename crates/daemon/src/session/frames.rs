@@ -261,7 +261,8 @@ impl Session {
         } else {
             None
         };
-        sf.power = wan.map(|wan| PathPower { wan, pipe });
+        let uplink = self.spec.side == Side::Primary;
+        sf.power = wan.map(|wan| PathPower { wan, pipe, uplink });
         tracing::info!(subflow = %id, ?wan, ?pipe, "radios declared");
     }
 

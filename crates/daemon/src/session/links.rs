@@ -200,9 +200,11 @@ impl Session {
                 // The primary knows its own PS-Path's radio; other subflows' come in
                 // `RADIOS` frames.
                 power: match (kind, self.spec.side) {
-                    (PathKind::Direct, Side::Primary) => {
-                        self.spec.wan_radio.map(|wan| PathPower { wan, pipe: None })
-                    }
+                    (PathKind::Direct, Side::Primary) => self.spec.wan_radio.map(|wan| PathPower {
+                        wan,
+                        pipe: None,
+                        uplink: true,
+                    }),
                     _ => None,
                 },
                 rr: 0,
