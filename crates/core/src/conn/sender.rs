@@ -798,10 +798,13 @@ impl Sender {
             return 0;
         }
         self.late_scan = now + LATE_SCAN;
+        // The data ACK crosses a whole path back: at the primary a helper subflow's
+        // sender-side path is only the pipe, and the proxy is a WAN hop (the helper's
+        // report's RTT) beyond it.
         let ack_way_back = views
             .iter()
             .filter(|v| !self.retired.contains(&v.id))
-            .map(|v| v.propagation_owd())
+            .map(|v| v.propagation_owd() + v.pipe.as_ref().map_or(0.0, |q| q.rtt / 2.0))
             .fold(f64::INFINITY, f64::min);
         if !ack_way_back.is_finite() {
             return 0;

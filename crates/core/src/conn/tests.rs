@@ -938,6 +938,44 @@ fn a_late_head_is_sent_again_while_the_stream_has_new_data() {
     assert_eq!(tx.stats().late_rescues, 1);
 }
 
+/// At the primary a helper subflow's sender-side path is the pipe (4 ms each way), but a
+/// data ACK from the proxy still crosses a WAN path: the late-head rescue's grace takes the
+/// whole way back, the pipe plus the helper's second hop (its feedback's RTT), at least the
+/// direct path's 25 ms. Counting the pipe's 4 ms alone made every request the primary sent
+/// late 89 ms in and sent it again through the helper, waking its radio.
+#[test]
+fn the_ack_way_back_crosses_the_helpers_second_hop_too() {
+    let (mut tx, mut views, _) = head_late_on_direct(true);
+    views[1].kind = PathKind::Helper;
+    (views[1].rtt, views[1].min_rtt) = (0.008, 0.008);
+    views[1].pipe = Some(crate::path::PipeView {
+        throughput: 1e6,
+        rtt: 0.05,
+        buffered: 0,
+    });
+    // Due at 25 ms; late 25 + 10 ms (the ACK's way back and hold) and 50 ms (slack) after.
+    views[0].idle = false;
+    let Some(Output::Data(t)) = tx.poll_transmit(Time::from_secs_f64(0.095), &mut views) else {
+        panic!("new data");
+    };
+    assert!(
+        !t.reinjected,
+        "not late yet at 95 ms: dsn {} on {}",
+        t.dsn, t.subflow
+    );
+    assert_eq!(tx.stats().late_rescues, 0);
+    views[0].idle = true;
+    let Some(Output::Data(t)) = tx.poll_transmit(Time::from_secs_f64(0.2), &mut views) else {
+        panic!("the head again");
+    };
+    assert!(
+        t.reinjected && t.subflow == SubflowId(2) && t.dsn == 0,
+        "the head again at 200 ms: dsn {} on {}",
+        t.dsn,
+        t.subflow
+    );
+}
+
 /// A late-head rescue takes only what the idle subflow delivers within the head's own
 /// bound (LATE_GAIN of the lateness, behind its delay): copies that would arrive after
 /// their originals would only hold up that subflow. Subflow 1 carries 80 kB from 0 s; at
