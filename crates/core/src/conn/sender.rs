@@ -686,6 +686,7 @@ impl Sender {
             return 0;
         }
         let mut picked = None;
+        let mut left_out = None;
         for (&sid, stream) in self.streams.iter() {
             if stream.has_sendable_data() {
                 continue;
@@ -712,7 +713,7 @@ impl Sender {
             if !late {
                 continue;
             }
-            if let Some(to) = self.rescue_target(now, views, from) {
+            if let Some(to) = self.rescue_target(now, views, from, &mut left_out) {
                 picked = Some((sid, from, to.cwnd.max(WINDOW_RESCUE_MIN), to.rtt));
                 break;
             }
@@ -737,21 +738,25 @@ impl Sender {
     /// Where a rescued head goes: the idle live subflow other than `from` with the smallest
     /// PAD (shared by the window and late-head rescues), among those the scheduler would
     /// put data on (`Scheduler::left_out`: a helper left out to save its radios is not
-    /// woken for a copy either).
+    /// woken for a copy either). `left_out` caches the scheduler's answer for one scan over
+    /// the streams, asked at the first late head.
     fn rescue_target<'v>(
         &self,
         now: Time,
         views: &'v [PathView],
         from: SubflowId,
+        left_out: &mut Option<Vec<SubflowId>>,
     ) -> Option<&'v PathView> {
         let pad = crate::scheduler::pams::pad_drain;
-        let ctx = SchedContext {
-            now,
-            untransmitted: 0,
-            segment: self.cfg.max_segment as u64,
-            finite: false,
-        };
-        let left_out = self.scheduler.left_out(&ctx, views);
+        let left_out = left_out.get_or_insert_with(|| {
+            let ctx = SchedContext {
+                now,
+                untransmitted: 0,
+                segment: self.cfg.max_segment as u64,
+                finite: false,
+            };
+            self.scheduler.left_out(&ctx, views)
+        });
         views
             .iter()
             .filter(|v| {
@@ -816,6 +821,7 @@ impl Sender {
             now >= due + grace + slack
         };
         let mut picked = None;
+        let mut left_out = None;
         for (&sid, stream) in self.streams.iter() {
             // A head sent before has a copy on its way elsewhere (a rescue's original
             // stays in its path's queue): sending a third would only add to the traffic.
@@ -830,7 +836,7 @@ impl Sender {
             let late_by = now.saturating_since(h.due).as_secs_f64();
             let pad = crate::scheduler::pams::pad_drain;
             let to = self
-                .rescue_target(now, views, h.subflow)
+                .rescue_target(now, views, h.subflow, &mut left_out)
                 .filter(|v| pad(v) < late_by * LATE_GAIN);
             if let Some(to) = to {
                 // The rest of the share must meet the head's bound too: only what the
