@@ -814,8 +814,19 @@ fn share_late_on_direct(
     cwnd: u64,
 ) -> (Sender, Vec<PathView>, Seen) {
     let seen = Seen::default();
+    let (tx, views) = share_late_with(Box::new(Watched(seen.clone())), late_rescue, segments, cwnd);
+    (tx, views, seen)
+}
+
+/// [`share_late_on_direct`] with the given scheduler.
+fn share_late_with(
+    scheduler: Box<dyn Scheduler>,
+    late_rescue: bool,
+    segments: usize,
+    cwnd: u64,
+) -> (Sender, Vec<PathView>) {
     let mut tx = Sender::new(
-        Box::new(Watched(seen.clone())),
+        scheduler,
         SenderConfig {
             max_segment: 10_000,
             late_rescue,
@@ -859,7 +870,40 @@ fn share_late_on_direct(
     views[0].queued = first;
     views[0].inflight = first;
     views[0].idle = true;
-    (tx, views, seen)
+    (tx, views)
+}
+
+/// [`LowestIdle`] that leaves one subflow out (as PAMS's energy-aware admission leaves out
+/// a helper whose radios cost more than it saves).
+#[derive(Debug)]
+struct LeavesOut(SubflowId);
+
+impl Scheduler for LeavesOut {
+    fn name(&self) -> &'static str {
+        "leaves-out"
+    }
+    fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
+        LowestIdle.select(ctx, paths)
+    }
+    fn left_out(&self, _ctx: &SchedContext, _paths: &[PathView]) -> Vec<SubflowId> {
+        vec![self.0]
+    }
+}
+
+/// A rescue never goes to a subflow the scheduler leaves out: the late head of
+/// [`a_late_head_is_sent_again_while_the_stream_has_new_data`] stays where it is when its
+/// only possible target is left out.
+#[test]
+fn a_late_head_is_not_rescued_onto_a_subflow_the_scheduler_leaves_out() {
+    let (mut tx, mut views) = share_late_with(Box::new(LeavesOut(SubflowId(2))), true, 1, 50_000);
+    for t in [0.2, 1.0] {
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::from_secs_f64(t), &mut views) else {
+            panic!("new data");
+        };
+        assert!(!t.reinjected, "dsn {} on {} sent again", t.dsn, t.subflow);
+    }
+    assert_eq!(tx.stats().late_rescues, 0);
+    assert_eq!(tx.stats().window_rescues, 0);
 }
 
 /// The views the scheduler was last asked about.
