@@ -101,29 +101,6 @@ mod tests {
     use crate::energy::{PathPower, Radio};
     use crate::scheduler::testutil::*;
 
-    const LTE: PathPower = PathPower {
-        wan: Radio::Lte,
-        pipe: None,
-        uplink: false,
-    };
-    const LTE_WIFI: PathPower = PathPower {
-        wan: Radio::Lte,
-        pipe: Some(Radio::Wifi),
-        uplink: false,
-    };
-
-    /// A primary on LTE at `ps` Mbit/s and a helper on LTE at `hs` behind a WiFi pipe at
-    /// `pipe`, both radios awake, RTT 50 ms.
-    fn pair(ps: f64, hs: f64, pipe: f64) -> Vec<PathView> {
-        let mut d = direct(0, 50.0, ps, 0, true);
-        d.power = Some(LTE);
-        d.wan_idle = 0.0;
-        let mut h = helper(1, 50.0, hs, 0, 5.0, pipe, 0, true);
-        h.power = Some(LTE_WIFI);
-        h.wan_idle = 0.0;
-        vec![d, h]
-    }
-
     fn ids(v: &[PathView]) -> Vec<u8> {
         v.iter().map(|p| p.id.0).collect()
     }

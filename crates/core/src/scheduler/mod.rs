@@ -152,6 +152,27 @@ pub(crate) mod testutil {
         p
     }
 
+    /// A primary on LTE at `ps` Mbit/s and a helper on LTE at `hs` behind a WiFi pipe at
+    /// `pipe`, both radios declared and awake, RTT 50 ms, both idle.
+    pub fn pair(ps: f64, hs: f64, pipe: f64) -> Vec<PathView> {
+        use crate::energy::{PathPower, Radio};
+        let mut d = direct(0, 50.0, ps, 0, true);
+        d.power = Some(PathPower {
+            wan: Radio::Lte,
+            pipe: None,
+            uplink: false,
+        });
+        d.wan_idle = 0.0;
+        let mut h = helper(1, 50.0, hs, 0, 5.0, pipe, 0, true);
+        h.power = Some(PathPower {
+            wan: Radio::Lte,
+            pipe: Some(Radio::Wifi),
+            uplink: false,
+        });
+        h.wan_idle = 0.0;
+        vec![d, h]
+    }
+
     pub fn ctx(untransmitted: u64) -> SchedContext {
         SchedContext {
             now: Time::ZERO,

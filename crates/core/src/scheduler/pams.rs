@@ -8,6 +8,7 @@
 //! - [`Pams::reinjection`]: recall data from the slowest subflow when PADs drift apart
 //!   (§4.3.4).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use super::{admission, Decision, Recall, SchedContext, Scheduler};
@@ -319,6 +320,15 @@ impl Pams {
             0.0
         }
     }
+
+    /// The subflows the energy-aware admission lets PAMS use for `backlog` bytes
+    /// ([`admission::admit`]); all of them when no value of time is set.
+    fn admitted<'p>(&self, paths: &'p [PathView], backlog: f64) -> Cow<'p, [PathView]> {
+        match self.cfg.time_value {
+            Some(w) => Cow::Owned(admission::admit(self.cfg.pad, paths, backlog, w)),
+            None => Cow::Borrowed(paths),
+        }
+    }
 }
 
 /// When `bytes` more would be delivered if every subflow sent from its PAD on at its
@@ -341,6 +351,12 @@ pub(crate) fn finish_level(subflows: &[(f64, f64)], bytes: f64) -> f64 {
         }
     }
     f64::INFINITY
+}
+
+/// What is left to deliver: the unscheduled bytes and those still outstanding (a recall or
+/// a rescue sends the latter again).
+fn remaining(ctx: &SchedContext, paths: &[PathView]) -> f64 {
+    ctx.untransmitted as f64 + paths.iter().map(|p| p.outstanding as f64).sum::<f64>()
 }
 
 /// How much sooner `bytes` would be delivered with subflow `t` than without it, seconds.
@@ -379,14 +395,7 @@ impl Scheduler for Pams {
     /// ([`PamsConfig::lookahead_rtts`]) what is left to send counts at most what all
     /// subflows can deliver within that horizon.
     fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
-        let admitted;
-        let paths = match self.cfg.time_value {
-            Some(w) => {
-                admitted = admission::admit(self.cfg.pad, paths, ctx.untransmitted as f64, w);
-                &admitted[..]
-            }
-            None => paths,
-        };
+        let paths = &*self.admitted(paths, ctx.untransmitted as f64);
         let backlog = match self.cfg.lookahead_rtts {
             Some(r) if !ctx.finite => (ctx.untransmitted as f64).min(lookahead_bytes(paths, r)),
             _ => ctx.untransmitted as f64,
@@ -436,12 +445,10 @@ impl Scheduler for Pams {
     /// left: the unscheduled bytes and those still outstanding (a rescue resends the
     /// latter).
     fn left_out(&self, ctx: &SchedContext, paths: &[PathView]) -> Vec<SubflowId> {
-        let Some(w) = self.cfg.time_value else {
+        if self.cfg.time_value.is_none() {
             return Vec::new();
-        };
-        let backlog =
-            ctx.untransmitted as f64 + paths.iter().map(|p| p.outstanding as f64).sum::<f64>();
-        let kept = admission::admit(self.cfg.pad, paths, backlog, w);
+        }
+        let kept = self.admitted(paths, remaining(ctx, paths));
         paths
             .iter()
             .filter(|p| !kept.iter().any(|k| k.id == p.id))
@@ -462,15 +469,7 @@ impl Scheduler for Pams {
         // Recalled bytes go back to the meta buffer and from there to an admitted subflow:
         // a helper left out by the energy-aware admission is no destination (it stays a
         // source). With nothing unscheduled the admission prices the outstanding data.
-        let admitted;
-        let dests = match self.cfg.time_value {
-            Some(w) => {
-                let backlog = paths.iter().map(|p| p.outstanding as f64).sum();
-                admitted = admission::admit(self.cfg.pad, paths, backlog, w);
-                &admitted[..]
-            }
-            None => paths,
-        };
+        let dests = self.admitted(paths, remaining(ctx, paths));
         let (min_pad, min_th, min_rtt) = dests
             .iter()
             .map(|p| {
@@ -1060,23 +1059,10 @@ mod tests {
     /// out for rescues; without one, or without declared radios, PAMS uses it as before.
     #[test]
     fn the_energy_aware_admission_keeps_a_costly_helper_idle() {
-        use crate::energy::{PathPower, Radio};
         let paths = |direct_idle: bool| {
-            let mut d = direct(0, 50.0, 18.0, 0, direct_idle);
-            d.power = Some(PathPower {
-                wan: Radio::Lte,
-                pipe: None,
-                uplink: false,
-            });
-            d.wan_idle = 0.0;
-            let mut h = helper(1, 50.0, 5.0, 0, 5.0, 5.0, 0, true);
-            h.power = Some(PathPower {
-                wan: Radio::Lte,
-                pipe: Some(Radio::Wifi),
-                uplink: false,
-            });
-            h.wan_idle = 0.0;
-            vec![d, h]
+            let mut v = pair(18.0, 5.0, 5.0);
+            v[0].idle = direct_idle;
+            v
         };
         let mut c = ctx(512_000);
         c.finite = true;
