@@ -103,7 +103,9 @@ pub struct RunArgs {
     /// Only these schemes (comma-separated): single, kibbutz, kibbutz-n, kibbutz-split-<p>,
     /// combine (or combine-<chunk>, e.g. combine-64KiB), mpbond-naive, mpbond, mptcp-wifi-lte,
     /// and mpbond's variants (mpbond-paper, mpbond-paper-pad, mpbond-loss-hold,
-    /// mpbond-no-reinject, ...; all in docs/lab.md); any takes @N devices.
+    /// mpbond-no-reinject, ...; all in docs/lab.md), among them mpbond-eco, the energy-aware
+    /// helper admission at 1 W a second (mpbond-eco-<W>W for another value, e.g.
+    /// mpbond-eco-3W); any takes @N devices.
     #[arg(long, value_delimiter = ',')]
     schemes: Option<Vec<String>>,
     /// Output directory (default: lab-results/<scenario name>).
