@@ -530,6 +530,44 @@ impl Scenario {
         Ok(out)
     }
 
+    /// The workload at `sizes` instead of its own; a scheme limited to sizes the cut leaves
+    /// out ([`Scenario::scheme_sizes`]) does not run at all.
+    fn cut_sizes(&mut self, sizes: Vec<String>) {
+        self.workload.sizes = sizes;
+        let kept = self.sizes();
+        let mut gone = Vec::new();
+        for (scheme, sizes) in self.scheme_sizes.iter_mut() {
+            sizes.retain(|s| parse_size(s).is_ok_and(|s| kept.contains(&s)));
+            if sizes.is_empty() {
+                gone.push(scheme.clone());
+            }
+        }
+        for g in gone {
+            self.scheme_sizes.remove(&g);
+            self.schemes.retain(|s| *s != g);
+        }
+    }
+
+    /// Only these of the workload's sizes (`mpbond lab run --sizes`), to repeat one case of
+    /// an experiment without a copy of its file. A size the workload lacks is refused.
+    pub fn only_sizes(&mut self, keep: &[String]) -> anyhow::Result<()> {
+        if keep.is_empty() {
+            anyhow::bail!("--sizes lists no size");
+        }
+        let have = self.sizes();
+        for k in keep {
+            let size = parse_size(k).map_err(|e| anyhow::anyhow!("--sizes: {e}"))?;
+            if !have.contains(&size) {
+                anyhow::bail!(
+                    "--sizes: {k} is not one of the workload's sizes ({})",
+                    self.workload.sizes.join(", ")
+                );
+            }
+        }
+        self.cut_sizes(keep.to_vec());
+        self.check()
+    }
+
     /// The scenario as `mpbond lab paper --quick` runs it: `[quick]` applied, one repetition
     /// unless it says otherwise.
     pub fn quick(&self) -> anyhow::Result<Scenario> {
@@ -540,20 +578,7 @@ impl Scenario {
             sc.schemes = s;
         }
         if let Some(s) = q.sizes {
-            sc.workload.sizes = s;
-            // A scheme limited to sizes the cut leaves out does not run at all.
-            let kept = sc.sizes();
-            let mut gone = Vec::new();
-            for (scheme, sizes) in sc.scheme_sizes.iter_mut() {
-                sizes.retain(|s| parse_size(s).is_ok_and(|s| kept.contains(&s)));
-                if sizes.is_empty() {
-                    gone.push(scheme.clone());
-                }
-            }
-            for g in gone {
-                sc.scheme_sizes.remove(&g);
-                sc.schemes.retain(|s| *s != g);
-            }
+            sc.cut_sizes(s);
         }
         if let Some(d) = q.duration {
             sc.workload.duration = d;
@@ -926,6 +951,39 @@ sizes = ["1MB", "2MB"]
         .quick()
         .unwrap();
         assert_eq!(q.schemes, ["mpbond"]);
+    }
+
+    /// `lab run --sizes` keeps the named sizes of the workload and drops a scheme limited to
+    /// the others; a size the workload lacks, or none, is refused with its reason.
+    #[test]
+    fn a_run_can_keep_some_of_the_workloads_sizes() {
+        let base = BASE.replace(
+            "[\"kibbutz\", \"mpbond\"]",
+            "[\"combine-64KiB\", \"mpbond\"]",
+        );
+        let sc = Scenario::parse(&format!(
+            "{base}[scheme_sizes]\n\"combine-64KiB\" = [\"1MB\"]\n"
+        ))
+        .unwrap();
+        let mut two = sc.clone();
+        two.only_sizes(&["2MB".into()]).unwrap();
+        assert_eq!(two.sizes(), [2_000_000]);
+        assert_eq!(two.schemes, ["mpbond"]);
+        let mut one = sc.clone();
+        one.only_sizes(&["1000000".into()]).unwrap();
+        assert_eq!(one.sizes(), [1_000_000]);
+        assert_eq!(one.schemes, ["combine-64KiB", "mpbond"]);
+        let e = |keep: &[&str]| {
+            let keep: Vec<String> = keep.iter().map(|s| s.to_string()).collect();
+            sc.clone().only_sizes(&keep).unwrap_err().to_string()
+        };
+        let msg = e(&["3MB"]);
+        assert!(
+            msg.contains("3MB is not one of the workload's sizes (1MB, 2MB)"),
+            "{msg}"
+        );
+        assert!(e(&["lots"]).starts_with("--sizes: "));
+        assert!(e(&[]).contains("lists no size"));
     }
 
     #[test]

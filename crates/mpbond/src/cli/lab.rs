@@ -108,6 +108,10 @@ pub struct RunArgs {
     /// mpbond-eco-3W); any takes @N devices.
     #[arg(long, value_delimiter = ',')]
     schemes: Option<Vec<String>>,
+    /// Only these of the workload's sizes (comma-separated, as the file spells them or in
+    /// bytes), e.g. `2MB`: one case of an experiment, repeated, without a copy of its file.
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<String>>,
     /// Output directory (default: lab-results/<scenario name>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -165,6 +169,9 @@ pub fn run(cmd: LabCmd) -> Result<()> {
                     sc.supports(Scheme::parse(x)?)?;
                 }
                 sc.schemes = s;
+            }
+            if let Some(s) = a.sizes {
+                sc.only_sizes(&s)?;
             }
             let stem = a
                 .scenario
