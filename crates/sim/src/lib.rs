@@ -6,6 +6,7 @@
 //! connection over a rate-limited, delayed, drop-tail link. docs/sim.md describes the model and
 //! its limits.
 
+pub mod energy;
 pub mod fluid;
 pub mod link;
 pub mod rate;

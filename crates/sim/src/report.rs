@@ -50,6 +50,32 @@ pub struct Reinjection {
     pub late_rescued_bytes: u64,
 }
 
+/// One phone interface's radio energy (the lab reports the same per device).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct InterfaceEnergy {
+    /// `ps`, `hs<k>` or `pipe<k>`.
+    pub name: String,
+    /// Its radio (`lte`, `wifi`, ...).
+    pub radio: String,
+    /// Joules, the final tail included.
+    pub joules: f64,
+    /// Of which the tail after its last packet.
+    pub tail_joules: f64,
+}
+
+/// One phone's radio energy over the download ([`crate::energy`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeviceEnergy {
+    /// `primary` or `helper<k>`.
+    pub device: String,
+    /// Joules of all its interfaces, their final tails included.
+    pub joules: f64,
+    /// Of which the tails after each interface's last packet.
+    pub tail_joules: f64,
+    /// Per interface.
+    pub interfaces: Vec<InterfaceEnergy>,
+}
+
 /// Cumulative new bytes per subflow at one instant.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TimelinePoint {
@@ -81,6 +107,11 @@ pub struct SimResult {
     pub reinjection: Reinjection,
     /// Every byte arrived, exactly once in the application stream, equal to what was sent.
     pub verified: bool,
+    /// Joules the phones' radios spent on the download, without the tails after each
+    /// interface's last packet (the lab's transfer energy).
+    pub transfer_energy_j: f64,
+    /// Per phone.
+    pub energy: Vec<DeviceEnergy>,
     /// Events processed.
     pub events: u64,
     /// Progress samples, when requested.
@@ -162,6 +193,17 @@ impl SimResult {
             human_bytes(r.recalled_bytes),
             human_bytes(r.rescued_bytes),
             human_bytes(r.cancelled_at_helpers)
+        );
+        let per_device: Vec<String> = self
+            .energy
+            .iter()
+            .map(|d| format!("{} {:.2} J", d.device, d.joules - d.tail_joules))
+            .collect();
+        let _ = writeln!(
+            o,
+            "transfer energy {:.2} J ({}; final tails not counted)",
+            self.transfer_energy_j,
+            per_device.join(", ")
         );
         o
     }

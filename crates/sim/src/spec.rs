@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use mpbond_core::energy::Radio;
 use mpbond_core::{PamsConfig, Time};
 
 use crate::rate::{RateProfile, Source, Trace};
@@ -227,6 +228,18 @@ pub struct Scenario {
     pub time_limit: Duration,
     /// Record per-subflow progress every this often, if set.
     pub timeline_every: Option<Duration>,
+    /// Every phone's WAN radio (PS-Path, HS-Paths): what the energy meter prices
+    /// ([`crate::energy`]) and the proxy's views declare.
+    pub wan_radio: Radio,
+    /// Every pipe's radio, at both ends.
+    pub pipe_radio: Radio,
+    /// Give the proxy's views the phones' radio state as the daemons do: each subflow's
+    /// radios (`PathView::power`, from the devices' `RADIOS` frames there) and how long its
+    /// WAN link has been quiet (`PathView::wan_idle`, from their sockets there). PAMS's
+    /// radio-aware rules (the wake cost of a drained helper, the energy-aware admission)
+    /// read them; without them those rules are inert, as in the simulator before it modelled
+    /// radios.
+    pub radio_state: bool,
 }
 
 impl Scenario {
@@ -274,6 +287,9 @@ impl Scenario {
             seed: 1,
             time_limit: Duration::from_secs(3600),
             timeline_every: None,
+            wan_radio: Radio::Lte,
+            pipe_radio: Radio::Wifi,
+            radio_state: true,
         }
     }
 

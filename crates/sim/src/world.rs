@@ -24,6 +24,7 @@ use mpbond_core::{
 };
 use mpbond_proto::{DataAck, PipeFeedback, StreamId, SubflowId, DATA_OVERHEAD};
 
+use crate::energy::{Iface, RadioMeter};
 use crate::fluid::{lower_bound, FluidPath};
 use crate::link::{LinkConfig, Packet};
 use crate::rate::Server;
@@ -31,6 +32,7 @@ use crate::report::{Reinjection, SimResult, SubflowResult, TimelinePoint};
 use crate::rng::Rng;
 use crate::spec::{FeedbackRoute, HelperSpec, PathSpec, RateSource, Scenario};
 use crate::tcp::Tcp;
+use mpbond_core::energy::PathPower;
 
 /// How often a flow's drain rate takes a reading: the daemons' tick. Per ACK, its 64
 /// readings would span less than its 50 ms minimum on a fast pipe.
@@ -204,6 +206,7 @@ struct World<'a> {
     sub: Vec<PerSubflow>,
     done_at: Option<Time>,
     timeline: Vec<TimelinePoint>,
+    radios: RadioMeter,
 }
 
 fn flow_hs(k: usize) -> usize {
@@ -211,6 +214,19 @@ fn flow_hs(k: usize) -> usize {
 }
 fn flow_pipe(k: usize) -> usize {
     2 + 2 * k
+}
+/// The helper whose pipe flow `f` is, if it is one.
+fn pipe_of_flow(f: usize) -> Option<usize> {
+    (f >= 2 && f % 2 == 0).then(|| (f - 2) / 2)
+}
+/// The phone interface that receives flow `f`'s packets: the primary's PS end, a helper's
+/// HS end, or the primary's end of a pipe.
+fn receiver_of_flow(f: usize) -> Iface {
+    match f {
+        0 => Iface::PrimaryWan,
+        f if f % 2 == 1 => Iface::HelperWan((f - 1) / 2),
+        f => Iface::PrimaryPipe((f - 2) / 2),
+    }
 }
 /// The proxy-side flow of subflow `s` (0: PS, k+1: helper k).
 fn flow_of_subflow(s: usize) -> usize {
@@ -408,6 +424,7 @@ impl<'a> World<'a> {
             sub,
             done_at: None,
             timeline: Vec::new(),
+            radios: RadioMeter::new(sc.wan_radio, sc.pipe_radio, n),
         })
     }
 
@@ -468,6 +485,9 @@ impl<'a> World<'a> {
                 if e != self.epoch[f] => {}
             Ev::Depart(f, e) => {
                 if let Some((p, arrive, next)) = self.flows[f].on_departure(self.now) {
+                    if let Some(k) = pipe_of_flow(f) {
+                        self.radios.sent(Iface::HelperPipe(k), self.now, p.len());
+                    }
                     if self.flow_alive(f) {
                         self.at(arrive, Ev::Arrive(f, e, p));
                     }
@@ -477,12 +497,20 @@ impl<'a> World<'a> {
                 }
             }
             Ev::Arrive(f, e, p) => {
+                self.radios.received(receiver_of_flow(f), self.now, p.len());
                 let (frames, ack_at) = self.flows[f].on_arrival(self.now, p);
                 // A WAN path's ACK crosses its uplink, where modelled; a pipe's only its delay.
                 let ack_at = match f {
                     0 => self.arrival_at_proxy(0, self.now, ACK_WIRE),
                     f if f % 2 == 1 => self.arrival_at_proxy((f - 1) / 2 + 1, self.now, ACK_WIRE),
-                    _ => Some(ack_at),
+                    _ => {
+                        // A pipe's ACK: the primary sends it, the helper hears it.
+                        if let Some(k) = pipe_of_flow(f) {
+                            self.radios.sent(Iface::PrimaryPipe(k), self.now, 0);
+                            self.radios.received(Iface::HelperPipe(k), ack_at, 0);
+                        }
+                        Some(ack_at)
+                    }
                 };
                 if let Some(t) = ack_at {
                     self.at(t, Ev::Ack(f, e, p.id));
@@ -759,6 +787,13 @@ impl<'a> World<'a> {
             self.sc.helpers[via - 1].pipe.owd()
         };
         while let Some(a) = self.receiver.poll_ack(self.now) {
+            if via > 0 {
+                let wire = DATA_ACK_WIRE - crate::energy::HEADER;
+                self.radios
+                    .sent(Iface::PrimaryPipe(via - 1), self.now, wire);
+                self.radios
+                    .received(Iface::HelperPipe(via - 1), self.now + first_hop, wire);
+            }
             if let Some(t) = self.arrival_at_proxy(via, self.now + first_hop, DATA_ACK_WIRE) {
                 self.at(t, Ev::DataAck(a));
             }
@@ -789,7 +824,11 @@ impl<'a> World<'a> {
         let spec = &self.sc.helpers[k];
         let arrives = match self.sc.feedback_route {
             FeedbackRoute::Flexible if self.flows[flow_hs(k)].outq() == 0 && self.sub[0].alive => {
-                self.arrival_at_proxy(0, self.now + spec.pipe.owd(), FEEDBACK_WIRE)
+                let wire = FEEDBACK_WIRE - crate::energy::HEADER;
+                let hop = self.now + spec.pipe.owd();
+                self.radios.sent(Iface::HelperPipe(k), self.now, wire);
+                self.radios.received(Iface::PrimaryPipe(k), hop, wire);
+                self.arrival_at_proxy(0, hop, FEEDBACK_WIRE)
             }
             _ => self.arrival_at_proxy(k + 1, self.now, FEEDBACK_WIRE),
         };
@@ -812,6 +851,13 @@ impl<'a> World<'a> {
             Some(u) => u.carry(at, bytes)?,
             None => at,
         };
+        let iface = if s == 0 {
+            Iface::PrimaryWan
+        } else {
+            Iface::HelperWan(s - 1)
+        };
+        let wire = bytes.saturating_sub(crate::energy::HEADER);
+        self.radios.sent(iface, left, wire);
         Some(left + owd)
     }
 
@@ -929,6 +975,19 @@ impl<'a> World<'a> {
             if s > 0 {
                 p.pipe = self.pipe_state[s - 1].view();
             }
+            if self.sc.radio_state {
+                let wan = if s == 0 {
+                    Iface::PrimaryWan
+                } else {
+                    Iface::HelperWan(s - 1)
+                };
+                p.wan_idle = self.radios.idle_for(wan, self.now);
+                p.power = Some(PathPower {
+                    wan: self.sc.wan_radio,
+                    pipe: (s > 0).then_some(self.sc.pipe_radio),
+                    uplink: false,
+                });
+            }
             v.push(p);
         }
         v
@@ -1035,6 +1094,7 @@ impl<'a> World<'a> {
                 - times.iter().cloned().fold(f64::MAX, f64::min)
         };
         let st = self.sender.stats();
+        let energy = self.radios.report();
         let verified = !self.corrupted
             && self.done_at.is_some()
             && self.read_pos == sc.size
@@ -1059,6 +1119,8 @@ impl<'a> World<'a> {
                 late_rescued_bytes: st.late_rescued_bytes,
             },
             verified,
+            transfer_energy_j: energy.iter().map(|d| d.joules - d.tail_joules).sum(),
+            energy,
             events: self.events,
             timeline: self.timeline,
         }

@@ -278,3 +278,83 @@ fn an_uplink_outage_stalls_the_download_through_its_acks() {
         .unwrap_err();
     assert!(e.to_string().contains("pipe"), "{e}");
 }
+
+fn interface_j(r: &SimResult, device: &str, iface: &str) -> f64 {
+    let d = r.energy.iter().find(|d| d.device == device).unwrap();
+    let i = d.interfaces.iter().find(|i| i.name == iface).unwrap();
+    i.joules - i.tail_joules
+}
+
+/// The radios are priced from the packets each phone moved: a download alone on the PS-Path
+/// costs the primary's LTE radio at least its active power over the download and no more
+/// than its peak, and nothing else; a helper's radios cost only while it takes part.
+#[test]
+fn radio_energy_follows_what_each_phone_moved() {
+    let alone = run(&Scenario::new(
+        PathSpec::constant(8.0, Duration::from_millis(50)),
+        Vec::new(),
+        2_000_000,
+        "pams",
+    ))
+    .unwrap();
+    assert!(alone.verified);
+    assert_eq!(alone.energy.len(), 1);
+    let t = alone.download_time_s.unwrap();
+    let lte = mpbond_core::energy::RadioModel::for_radio(mpbond_core::energy::Radio::Lte);
+    let active_w = lte.beta / 1000.0;
+    let peak_w = (lte.beta + lte.alpha_down * 8.5 + lte.alpha_up * 1.0) / 1000.0;
+    let ps = interface_j(&alone, "primary", "ps");
+    // The first packet arrives a one-way delay in, and the last bin may be partly used.
+    assert!(ps >= active_w * (t - 0.1), "{ps} J over {t} s");
+    assert!(
+        ps <= peak_w * (t + 0.1) + lte.promo_mw * lte.promo_s / 1000.0,
+        "{ps} J over {t} s"
+    );
+    assert!((alone.transfer_energy_j - ps).abs() < 1e-9);
+
+    let two = run(&Scenario::paper_common(1, 2_000_000, "pams")).unwrap();
+    assert!(two.verified);
+    assert_eq!(two.energy.len(), 2);
+    for (device, iface) in [
+        ("primary", "ps"),
+        ("primary", "pipe1"),
+        ("helper1", "hs1"),
+        ("helper1", "pipe1"),
+    ] {
+        assert!(interface_j(&two, device, iface) > 0.0, "{device} {iface}");
+    }
+    let sum: f64 = two.energy.iter().map(|d| d.joules - d.tail_joules).sum();
+    assert!((two.transfer_energy_j - sum).abs() < 1e-9);
+}
+
+/// With the phones' radio state in its views, PAMS's energy-aware admission can leave a
+/// helper out where the primary's path is fast: the helper then moves nothing over its LTE
+/// link (its feedback goes over the pipe, `--feedback flexible`) and the download costs
+/// less. Without that state the admission knows no radio's cost and uses the helper.
+#[test]
+fn the_admission_runs_on_the_simulated_radios() {
+    let case = |radio_state: bool| {
+        let mut sc = Scenario::new(
+            PathSpec::constant(18.0, Duration::from_millis(50)),
+            vec![HelperSpec {
+                hs: PathSpec::constant(18.0, Duration::from_millis(50)),
+                pipe: PathSpec::constant(5.0, Duration::from_millis(4)),
+            }],
+            1_000_000,
+            "pams",
+        );
+        sc.feedback_route = mpbond_sim::spec::FeedbackRoute::Flexible;
+        sc.pams.time_value = Some(0.1);
+        sc.radio_state = radio_state;
+        let r = run(&sc).unwrap();
+        assert!(r.verified);
+        r
+    };
+    let eco = case(true);
+    assert_eq!(eco.subflows[1].bytes, 0);
+    assert_eq!(interface_j(&eco, "helper1", "hs1"), 0.0);
+    let blind = case(false);
+    assert!(blind.subflows[1].bytes > 100_000);
+    assert!(interface_j(&blind, "helper1", "hs1") > 0.5);
+    assert!(eco.transfer_energy_j < 0.7 * blind.transfer_energy_j);
+}

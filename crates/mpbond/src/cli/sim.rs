@@ -159,6 +159,19 @@ pub struct SimArgs {
     /// daemons read from TCP_INFO) or cwnd (CWND/RTT, as in the paper).
     #[arg(long, default_value = "delivery")]
     rate_source: String,
+    /// The pipes' radio (wifi, bluetooth or ethernet), priced at both ends by the energy
+    /// model; the WAN links are LTE.
+    #[arg(long, default_value = "wifi", value_name = "RADIO")]
+    pipe_radio: String,
+    /// Hide the phones' radio state (each subflow's radios, how long its WAN link has been
+    /// quiet) from the proxy's views, as the simulator did before it modelled radios: PAMS's
+    /// wake cost of a drained helper and its energy-aware admission then never act.
+    #[arg(long)]
+    no_radio_state: bool,
+    /// PAMS's energy-aware helper admission: what a second of the download's finish is worth,
+    /// in joules (watts), as the daemons' `tuning.time_value` (the lab's mpbond-eco-<W>W).
+    #[arg(long, value_name = "WATTS", value_parser = parse_watts)]
+    time_value: Option<f64>,
     /// Seed for random loss.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -176,6 +189,14 @@ fn parse_rtts(s: &str) -> std::result::Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("{s:?} is not a number of RTTs >= 0")),
+    }
+}
+
+/// A value of time in watts (`--time-value`): positive and finite.
+fn parse_watts(s: &str) -> std::result::Result<f64, String> {
+    match s.trim_end_matches('W').parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of watts")),
     }
 }
 
@@ -269,6 +290,8 @@ impl SimArgs {
             "flexible" => FeedbackRoute::Flexible,
             other => bail!("bad --feedback {other:?}: hs or flexible"),
         };
+        let pipe_radio = mpbond_core::energy::Radio::parse(&self.pipe_radio)
+            .map_err(|e| anyhow::anyhow!("--pipe-radio: {e}"))?;
         let mut out = Vec::new();
         for &devices in &device_counts {
             let n = devices - 1;
@@ -321,6 +344,9 @@ impl SimArgs {
                     sc.stall_timeout = parse_duration(&self.stall_timeout)?;
                     sc.rejoin = !self.no_rejoin;
                     sc.seed = self.seed;
+                    sc.pipe_radio = pipe_radio;
+                    sc.radio_state = !self.no_radio_state;
+                    sc.pams.time_value = self.time_value;
                     sc.estimator_tau = parse_duration(&self.tau)?;
                     sc.loss_hold = self.loss_hold;
                     sc.drain_floor = self.drain_floor;
