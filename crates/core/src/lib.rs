@@ -14,6 +14,7 @@
 pub mod conn;
 pub mod energy;
 pub mod estimator;
+pub mod feedback;
 pub mod goodput;
 pub mod path;
 pub mod ranges;
@@ -23,6 +24,7 @@ pub mod units;
 
 pub use conn::{Cancel, Output, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
 pub use estimator::{DrainRate, PacketFill, PathEstimator, PipeState, TcpSample};
+pub use feedback::FeedbackGate;
 pub use goodput::Goodput;
 pub use path::{PathKind, PathView, PipeView};
 pub use scheduler::{by_name, Decision, PamsConfig, Recall, SchedContext, Scheduler};

@@ -593,3 +593,70 @@ fn data_before_stream_open_is_kept_until_the_open_arrives() {
     );
     assert_eq!(reset, Some(Reason::TIMEOUT), "{}", c.logs());
 }
+
+/// The proxy's newest report about the helper's pipe, how old it is in ms.
+fn pipe_report_age_ms(c: &Cluster) -> Option<f64> {
+    let st = c.proxy.status()?;
+    let sf = st
+        .sessions
+        .first()?
+        .subflows
+        .iter()
+        .find(|f| f.kind == "helper")?;
+    sf.pipe.as_ref().map(|p| p.age_ms)
+}
+
+/// A helper reports on its pipe every feedback interval while it relays data, and goes
+/// quiet once idle: before `mpbond_core::feedback`, its unchanged reports went out every
+/// 20 ms for as long as the session lived, forwarded by the primary over its PS-Path, and
+/// kept both phones' radios from ever sleeping (docs/evaluation.md, item 32). Loose bounds,
+/// for a loaded machine: a report within 200 ms at some point of the download, and in 4 s
+/// of idleness a second without one.
+#[test]
+fn an_idle_helper_stops_reporting_until_it_relays_again() {
+    let c = Cluster::start(Spec {
+        net: 38,
+        helpers: 1,
+        proxy_extra: RR,
+        primary_extra: RR,
+        ..Spec::default()
+    });
+    let n = 6_000_000;
+    let t = slow_download(&c, n, 6, 3_000_000);
+    let mut freshest = f64::INFINITY;
+    while !t.is_finished() {
+        if let Some(age) = pipe_report_age_ms(&c) {
+            freshest = freshest.min(age);
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let got = t
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(got == content(6, n), "content differs");
+    assert!(
+        freshest < 200.0,
+        "no fresh report while the helper relayed: {freshest} ms"
+    );
+    // Idle for 4 s: a few reports of news as the pipe settles (its buffer drained, its RTT
+    // back to the minimum), then silence, so the newest report grows old. At one report
+    // every 20 ms it would never be more than a few tens of milliseconds old.
+    let mut oldest: f64 = 0.0;
+    for _ in 0..40 {
+        thread::sleep(Duration::from_millis(100));
+        let age = pipe_report_age_ms(&c).expect("the proxy has a report");
+        oldest = oldest.max(age);
+    }
+    assert!(
+        oldest > 1000.0,
+        "the idle helper kept reporting: its report was never older than {oldest} ms in 4 s"
+    );
+    // Data again: the reports come back.
+    download(&c, 4_000_000, 7);
+    let again = pipe_report_age_ms(&c).expect("the proxy has a report");
+    assert!(
+        again < 1000.0,
+        "no report after the helper relayed again: {again} ms"
+    );
+}

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mpbond_core::{
-    by_name, DrainRate, Output, PathEstimator, PathKind, PathView, PipeState, Receiver,
-    ReceiverConfig, Sender, SenderConfig, TcpSample, Time,
+    by_name, DrainRate, FeedbackGate, Output, PathEstimator, PathKind, PathView, PipeState,
+    Receiver, ReceiverConfig, Sender, SenderConfig, TcpSample, Time,
 };
 use mpbond_proto::{DataAck, PipeFeedback, StreamId, SubflowId, DATA_OVERHEAD};
 
@@ -164,6 +164,8 @@ struct Helper {
     ring_bytes: u64,
     pipe_est: PathEstimator,
     cancelled_bytes: u64,
+    /// Whether each report goes out, under flexible feedback as the helper daemon does.
+    gate: FeedbackGate,
 }
 
 struct PerSubflow {
@@ -313,6 +315,7 @@ fn fresh_helper(sc: &Scenario, h: &HelperSpec, now: Time) -> (Helper, PipeState)
             ring_bytes: 0,
             pipe_est,
             cancelled_bytes: 0,
+            gate: FeedbackGate::new(),
         },
         ps,
     )
@@ -813,14 +816,30 @@ impl<'a> World<'a> {
         }
         let h = &self.helpers[k];
         let pipe = &self.flows[flow_pipe(k)];
+        let flexible = self.sc.feedback_route == FeedbackRoute::Flexible;
+        // As the helper daemon: under flexible feedback an idle helper reports its pipe's
+        // propagation delay, and only news (`mpbond_core::feedback`).
+        let busy = h.ring_bytes > 0
+            || pipe.outq() > mpbond_core::feedback::BUFFER_SLACK
+            || self.flows[flow_hs(k)].outq() > 0;
+        let rtt = if flexible && !busy && h.pipe_est.min_rtt() > 0.0 {
+            h.pipe_est.min_rtt()
+        } else {
+            h.pipe_est.srtt()
+        };
         let fb = PipeFeedback {
             subflow: SubflowId(k as u8 + 1),
             throughput_bps: (h.pipe_est.throughput() * 8.0) as u64,
-            rtt_us: (h.pipe_est.srtt() * 1e6) as u32,
+            rtt_us: (rtt * 1e6) as u32,
             buffered: h.ring_bytes + pipe.outq(),
             timestamp_us: self.now.as_micros(),
             uplink: false,
         };
+        let now = self.now;
+        if flexible && !self.helpers[k].gate.should_send(now, &fb, busy) {
+            self.at(self.now + self.sc.feedback_interval, Ev::FeedbackTimer(k));
+            return;
+        }
         let spec = &self.sc.helpers[k];
         let arrives = match self.sc.feedback_route {
             FeedbackRoute::Flexible if self.flows[flow_hs(k)].outq() == 0 && self.sub[0].alive => {

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mpbond_core::{FeedbackGate, Time};
 use mpbond_proto::{Frame, PipeFeedback, Reason, SessionId, SubflowId, MIN_VERSION, VERSION};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -105,7 +106,13 @@ struct State {
     selected: Vec<u64>,
     joining: bool,
     last_down: Option<Instant>,
+    /// When uplink data last came in from the primary.
+    last_up: Option<Instant>,
     empty_since: Option<Instant>,
+    /// Whether each report goes out (`mpbond_core::feedback`): the downlink pipe's to the
+    /// proxy, the HS-Path's to the primary.
+    down_gate: FeedbackGate,
+    up_gate: FeedbackGate,
 }
 
 /// The relay for one primary.
@@ -314,7 +321,12 @@ impl Relay {
                 self.link_down(pipe, &format!("primary closed the pipe: {code}: {reason}"));
             }
             other => {
-                if self.st().hs.is_some() {
+                let hs = {
+                    let mut st = self.st();
+                    st.last_up = Some(Instant::now());
+                    st.hs.is_some()
+                };
+                if hs {
                     self.up.push(other).await;
                 }
             }
@@ -619,7 +631,7 @@ impl Relay {
     }
 
     fn feedback(&self) {
-        let st = self.st();
+        let mut st = self.st();
         let Some(sf) = st.subflow else { return };
         let ts = self.epoch.elapsed().as_micros() as u64;
         let carrying: Vec<&Slot> = st
@@ -660,22 +672,37 @@ impl Relay {
                 (self.down.last_sojourn().as_secs_f64() * pipe_rate as f64) as u64
             }
         };
+        // "When there's data transfer on the corresponding path" (MPBond §6.2): the HS-Path
+        // carried data lately. A buffer still draining into the pipe does not count: its
+        // reports can go via the primary while the helper's cellular radio sleeps.
+        let hs_active = st.last_down.is_some_and(|t| t.elapsed() < HS_ACTIVE_WINDOW);
+        // Our own reports and pings wait in the pipe socket until acknowledged: under a
+        // packet there is not relayed data.
+        let down_busy =
+            hs_active || self.down.bytes() > 0 || pipes_outq > mpbond_core::feedback::BUFFER_SLACK;
         let down = PipeFeedback {
             subflow: sf,
             throughput_bps: pipe_rate * 8,
             rtt_us: carrying
                 .iter()
-                .map(|p| p.meter.tcp.rtt_us)
+                // Idle, the next byte meets no queue: the propagation delay, as PAD takes
+                // for an idle path (`PathView::propagation_owd`). The smoothed RTT still held
+                // the last download's queue and decayed over seconds of pings, a new
+                // report at every step.
+                .map(|p| {
+                    let t = &p.meter.tcp;
+                    if down_busy || t.min_rtt_us == 0 {
+                        t.rtt_us
+                    } else {
+                        t.min_rtt_us.min(t.rtt_us)
+                    }
+                })
                 .min()
                 .unwrap_or(0),
             buffered,
             timestamp_us: ts,
             uplink: false,
         };
-        // "When there's data transfer on the corresponding path" (MPBond §6.2): the HS-Path
-        // carried data lately. A buffer still draining into the pipe does not count: its
-        // reports can go via the primary while the helper's cellular radio sleeps.
-        let hs_active = st.last_down.is_some_and(|t| t.elapsed() < HS_ACTIVE_WINDOW);
         let up = st.hs.as_ref().map(|h| PipeFeedback {
             subflow: sf,
             throughput_bps: h.meter.tcp.delivery_rate * 8,
@@ -687,22 +714,40 @@ impl Relay {
         tracing::trace!(target: "mpbond::feedback", rate = pipe_rate, buffered,
             queued = self.down.bytes(), acked = ?carrying.iter().map(|p| p.meter.tcp.bytes_acked).collect::<Vec<_>>(),
             "pipe feedback");
+        // An idle helper reports only news (`mpbond_core::feedback`): unchanged reports
+        // every 20 ms kept the pipe's radios and, forwarded, the primary's LTE radio awake
+        // for as long as the session lived. The paper's fixed policies (experiment 04's
+        // baselines) report as the paper's helper did.
         let policy = self.shared.cfg.feedback;
+        let now = Time(self.epoch.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
+        let send_down =
+            policy != FeedbackPolicy::Flexible || st.down_gate.should_send(now, &down, down_busy);
+        if send_down && !down_busy {
+            tracing::trace!(target: "mpbond::feedback", rate = down.throughput_bps,
+                rtt_us = down.rtt_us, buffered = down.buffered, "idle pipe report sent");
+        }
+        let up = up.filter(|r| {
+            let up_busy = r.buffered > mpbond_core::feedback::BUFFER_SLACK
+                || st.last_up.is_some_and(|t| t.elapsed() < HS_ACTIVE_WINDOW);
+            st.up_gate.should_send(now, r, up_busy)
+        });
         drop(st);
-        match policy {
-            FeedbackPolicy::Always => self.ctrl_hs(Frame::PipeFeedback(down)),
-            FeedbackPolicy::OnDemand => {
-                if hs_active {
-                    self.ctrl_hs(Frame::PipeFeedback(down));
+        if send_down {
+            match policy {
+                FeedbackPolicy::Always => self.ctrl_hs(Frame::PipeFeedback(down)),
+                FeedbackPolicy::OnDemand => {
+                    if hs_active {
+                        self.ctrl_hs(Frame::PipeFeedback(down));
+                    }
                 }
-            }
-            FeedbackPolicy::Flexible => {
-                if hs_active {
-                    self.ctrl_hs(Frame::PipeFeedback(down));
-                } else {
-                    // The HS-Path is idle: let the primary carry it over the PS-Path so the
-                    // helper's WAN radio can sleep.
-                    self.ctrl_any_pipe(Frame::PipeFeedback(down));
+                FeedbackPolicy::Flexible => {
+                    if hs_active {
+                        self.ctrl_hs(Frame::PipeFeedback(down));
+                    } else {
+                        // The HS-Path is idle: let the primary carry it over the PS-Path so the
+                        // helper's WAN radio can sleep.
+                        self.ctrl_any_pipe(Frame::PipeFeedback(down));
+                    }
                 }
             }
         }

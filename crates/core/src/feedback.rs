@@ -1,0 +1,150 @@
+//! When a helper sends its pipe report (`PIPE_FEEDBACK`, MPBond §4.3.2): every feedback
+//! interval while it relays data, and otherwise only when the report says something new.
+//!
+//! The paper's helper reports every interval, and so did mpbond's, for as long as the
+//! session lived. Between downloads that is 50 reports a second saying the same thing (an
+//! empty buffer, the last rate the pipe drained at), and with flexible feedback (§5) the
+//! primary forwards each of them to the proxy over its PS-Path: its LTE radio never left its
+//! active state, 1.3 W for as long as the session was open, and the pipe's WiFi at both ends
+//! never slept either (docs/evaluation.md, item 32). Nothing reads an unchanged report: the
+//! proxy keeps the newest one, and liveness has its own pings (`daemon::quiet`). So an idle
+//! helper reports a change at once and otherwise only every [`REFRESH`].
+//!
+//! Sans-IO: the helper daemon and the simulator ask the same [`FeedbackGate`].
+
+use std::time::Duration;
+
+use mpbond_proto::PipeFeedback;
+
+use crate::Time;
+
+/// An idle helper repeats an unchanged report this often: over an LTE tail (11.6 s, Huang et
+/// al.), so that a radio the report crosses can sleep between repeats; the order of a NAT
+/// keepalive, like the quiet links' pings.
+pub const REFRESH: Duration = Duration::from_secs(25);
+
+/// A rate or round trip that moved by more than this fraction is news.
+const CHANGE: f64 = 0.125;
+
+/// A round trip that moved by less than this is not news, whatever the fraction (a pipe's
+/// few milliseconds jitter by more than an eighth).
+const RTT_SLACK_US: u32 = 2_000;
+
+/// Buffer levels within this many bytes (a packet) are the same news: the helper's own
+/// reports and pings sit in its pipe socket until the primary acknowledges them, and counted
+/// in B_p they made every other report differ from the last (51 bytes, then 0, then 51).
+pub const BUFFER_SLACK: u64 = 1500;
+
+/// Decides, report by report, whether a helper sends it. One per direction (the downlink
+/// pipe's report to the proxy, the HS-Path's to the primary).
+#[derive(Debug, Default, Clone)]
+pub struct FeedbackGate {
+    last: Option<(PipeFeedback, Time)>,
+}
+
+impl FeedbackGate {
+    /// A gate that has sent nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether to send `report` now. `busy`: the helper relays data in this direction (its
+    /// buffer or its outgoing socket holds bytes, or data arrived lately), when the
+    /// scheduler at the other end needs every report. Records the report as sent when the
+    /// answer is yes.
+    pub fn should_send(&mut self, now: Time, report: &PipeFeedback, busy: bool) -> bool {
+        let send = match &self.last {
+            None => true,
+            Some((last, at)) => {
+                busy || differs(last, report) || now.saturating_since(*at) >= REFRESH
+            }
+        };
+        if send {
+            self.last = Some((*report, now));
+        }
+        send
+    }
+}
+
+/// Whether `new` tells the far end something `old` did not: another subflow, a buffer level
+/// more than [`BUFFER_SLACK`] away, or a rate or round trip that moved by more than
+/// [`CHANGE`].
+fn differs(old: &PipeFeedback, new: &PipeFeedback) -> bool {
+    let moved = |a: f64, b: f64| (a - b).abs() > CHANGE * a.abs().max(b.abs());
+    old.subflow != new.subflow
+        || old.buffered.abs_diff(new.buffered) > BUFFER_SLACK
+        || moved(old.throughput_bps as f64, new.throughput_bps as f64)
+        || (old.rtt_us.abs_diff(new.rtt_us) > RTT_SLACK_US
+            && moved(f64::from(old.rtt_us), f64::from(new.rtt_us)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpbond_proto::SubflowId;
+
+    fn report(rate_mbps: u64, rtt_ms: u32, buffered: u64) -> PipeFeedback {
+        PipeFeedback {
+            subflow: SubflowId(1),
+            throughput_bps: rate_mbps * 1_000_000,
+            rtt_us: rtt_ms * 1000,
+            buffered,
+            timestamp_us: 0,
+            uplink: false,
+        }
+    }
+
+    fn at(ms: u64) -> Time {
+        Time::from_millis(ms)
+    }
+
+    /// While the helper relays data every report goes; idle, an unchanged report goes only
+    /// every REFRESH, and the first one always.
+    #[test]
+    fn an_idle_helper_repeats_itself_only_every_refresh() {
+        let mut g = FeedbackGate::new();
+        let idle = report(5, 4, 0);
+        assert!(g.should_send(at(0), &idle, false));
+        let sent = (1..=1000)
+            .filter(|i| g.should_send(at(20 * i), &idle, false))
+            .count();
+        assert_eq!(sent, 0, "20 s of unchanged reports");
+        assert!(g.should_send(at(25_000), &idle, false));
+        assert!(!g.should_send(at(25_020), &idle, false));
+        // Busy: every report, changed or not.
+        assert!((1..=10).all(|i| g.should_send(at(25_020 + 20 * i), &idle, true)));
+    }
+
+    /// A new buffer level, another subflow or a rate that moved by more than an eighth is
+    /// news at once; jitter is not.
+    #[test]
+    fn a_change_is_sent_at_once_and_jitter_is_not() {
+        let mut g = FeedbackGate::new();
+        assert!(g.should_send(at(0), &report(5, 4, 0), false));
+        assert!(
+            !g.should_send(at(20), &report(5, 5, 0), false),
+            "1 ms of RTT jitter"
+        );
+        let mut near = report(5, 4, 0);
+        near.throughput_bps = 5_400_000;
+        assert!(!g.should_send(at(40), &near, false), "8% of rate");
+        assert!(
+            !g.should_send(at(50), &report(5, 4, 51), false),
+            "a report in the socket"
+        );
+        assert!(
+            g.should_send(at(60), &report(5, 4, 16_384), false),
+            "bytes buffered"
+        );
+        assert!(
+            g.should_send(at(80), &report(5, 4, 0), false),
+            "the buffer drained"
+        );
+        assert!(g.should_send(at(100), &report(7, 4, 0), false), "rate +40%");
+        assert!(g.should_send(at(120), &report(7, 40, 0), false), "RTT x10");
+        let mut other = report(7, 40, 0);
+        other.subflow = SubflowId(2);
+        assert!(g.should_send(at(140), &other, false));
+        assert!(!g.should_send(at(160), &other, false));
+    }
+}
