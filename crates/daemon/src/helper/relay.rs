@@ -680,10 +680,14 @@ impl Relay {
         // packet there is not relayed data.
         let down_busy =
             hs_active || self.down.bytes() > 0 || pipes_outq > mpbond_core::feedback::BUFFER_SLACK;
+        // The paper's fixed policies (experiment 04's baselines) report as the paper's helper
+        // did: every interval, what the pipe's socket says.
+        let policy = self.shared.cfg.feedback;
+        let idle = policy == FeedbackPolicy::Flexible && !down_busy;
         // Idle, the rate its last backlog drained at: the kernel's newest sample is then of
         // these reports and pings, and on a fast pipe it read 5.9 GB/s after one was
         // acknowledged (a loopback test), which PAMS would have taken for the pipe's rate.
-        let rate = if down_busy {
+        let rate = if !idle {
             pipe_rate
         } else {
             carrying
@@ -706,7 +710,7 @@ impl Relay {
                 // report at every step.
                 .map(|p| {
                     let t = &p.meter.tcp;
-                    if down_busy || t.min_rtt_us == 0 {
+                    if !idle || t.min_rtt_us == 0 {
                         t.rtt_us
                     } else {
                         t.min_rtt_us.min(t.rtt_us)
@@ -731,9 +735,7 @@ impl Relay {
             "pipe feedback");
         // An idle helper reports only news (`mpbond_core::feedback`): unchanged reports
         // every 20 ms kept the pipe's radios and, forwarded, the primary's LTE radio awake
-        // for as long as the session lived. The paper's fixed policies (experiment 04's
-        // baselines) report as the paper's helper did.
-        let policy = self.shared.cfg.feedback;
+        // for as long as the session lived.
         let now = Time(self.epoch.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
         let send_down =
             policy != FeedbackPolicy::Flexible || st.down_gate.should_send(now, &down, down_busy);
