@@ -918,11 +918,9 @@ sizes = ["1MB", "2MB"]
         }
     }
 
-    /// COMBINE's smaller chunks run at the small size only (MPBond §6.1), every other scheme
-    /// at every size; a limit that names a size the workload lacks, or none, or a scheme
-    /// that does not exist, is refused; a quick cut without that size drops the scheme.
-    #[test]
-    fn a_scheme_can_be_limited_to_some_sizes() {
+    /// A scenario whose COMBINE with 64 KiB chunks runs at 1 MB only, and its text without the
+    /// limit.
+    fn combine_at_1mb_only() -> (String, Scenario) {
         let base = BASE.replace(
             "[\"kibbutz\", \"mpbond\"]",
             "[\"combine-64KiB\", \"mpbond\"]",
@@ -931,6 +929,15 @@ sizes = ["1MB", "2MB"]
             "{base}[scheme_sizes]\n\"combine-64KiB\" = [\"1MB\"]\n"
         ))
         .unwrap();
+        (base, sc)
+    }
+
+    /// COMBINE's smaller chunks run at the small size only (MPBond §6.1), every other scheme
+    /// at every size; a limit that names a size the workload lacks, or none, or a scheme
+    /// that does not exist, is refused; a quick cut without that size drops the scheme.
+    #[test]
+    fn a_scheme_can_be_limited_to_some_sizes() {
+        let (base, sc) = combine_at_1mb_only();
         assert!(sc.runs_at("combine-64KiB", 1_000_000));
         assert!(!sc.runs_at("combine-64KiB", 2_000_000));
         assert!(sc.runs_at("mpbond", 2_000_000));
@@ -957,14 +964,7 @@ sizes = ["1MB", "2MB"]
     /// the others; a size the workload lacks, or none, is refused with its reason.
     #[test]
     fn a_run_can_keep_some_of_the_workloads_sizes() {
-        let base = BASE.replace(
-            "[\"kibbutz\", \"mpbond\"]",
-            "[\"combine-64KiB\", \"mpbond\"]",
-        );
-        let sc = Scenario::parse(&format!(
-            "{base}[scheme_sizes]\n\"combine-64KiB\" = [\"1MB\"]\n"
-        ))
-        .unwrap();
+        let (_, sc) = combine_at_1mb_only();
         let mut two = sc.clone();
         two.only_sizes(&["2MB".into()]).unwrap();
         assert_eq!(two.sizes(), [2_000_000]);
