@@ -35,6 +35,18 @@ pub enum Iface {
     HelperPipe(usize),
 }
 
+impl Iface {
+    /// The WAN interface of subflow `s`: the primary's for the direct one (0), helper
+    /// `s - 1`'s otherwise.
+    pub fn wan_of_subflow(s: usize) -> Iface {
+        if s == 0 {
+            Iface::PrimaryWan
+        } else {
+            Iface::HelperWan(s - 1)
+        }
+    }
+}
+
 #[derive(Default)]
 struct Activity {
     /// Bin index → (bytes sent, bytes received).
@@ -97,6 +109,25 @@ impl RadioMeter {
     /// Interface `i` received a packet of `payload` bytes at `at`.
     pub fn received(&mut self, i: Iface, at: Time, payload: u64) {
         self.record(i, at, payload, false);
+    }
+
+    /// A packet of `payload` bytes crosses helper `k`'s pipe: one end sends it at `at`, the
+    /// other receives it at `arrives`.
+    pub fn crossed_pipe(
+        &mut self,
+        k: usize,
+        toward_primary: bool,
+        at: Time,
+        arrives: Time,
+        payload: u64,
+    ) {
+        let (from, to) = if toward_primary {
+            (Iface::HelperPipe(k), Iface::PrimaryPipe(k))
+        } else {
+            (Iface::PrimaryPipe(k), Iface::HelperPipe(k))
+        };
+        self.sent(from, at, payload);
+        self.received(to, arrives, payload);
     }
 
     /// Seconds since interface `i` last moved a packet; infinity if it never has (as

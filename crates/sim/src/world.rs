@@ -509,8 +509,7 @@ impl<'a> World<'a> {
                     _ => {
                         // A pipe's ACK: the primary sends it, the helper hears it.
                         if let Some(k) = pipe_of_flow(f) {
-                            self.radios.sent(Iface::PrimaryPipe(k), self.now, 0);
-                            self.radios.received(Iface::HelperPipe(k), ack_at, 0);
+                            self.radios.crossed_pipe(k, false, self.now, ack_at, 0);
                         }
                         Some(ack_at)
                     }
@@ -792,10 +791,9 @@ impl<'a> World<'a> {
         while let Some(a) = self.receiver.poll_ack(self.now) {
             if via > 0 {
                 let wire = DATA_ACK_WIRE - crate::energy::HEADER;
+                let hop = self.now + first_hop;
                 self.radios
-                    .sent(Iface::PrimaryPipe(via - 1), self.now, wire);
-                self.radios
-                    .received(Iface::HelperPipe(via - 1), self.now + first_hop, wire);
+                    .crossed_pipe(via - 1, false, self.now, hop, wire);
             }
             if let Some(t) = self.arrival_at_proxy(via, self.now + first_hop, DATA_ACK_WIRE) {
                 self.at(t, Ev::DataAck(a));
@@ -845,8 +843,7 @@ impl<'a> World<'a> {
             FeedbackRoute::Flexible if self.flows[flow_hs(k)].outq() == 0 && self.sub[0].alive => {
                 let wire = FEEDBACK_WIRE - crate::energy::HEADER;
                 let hop = self.now + spec.pipe.owd();
-                self.radios.sent(Iface::HelperPipe(k), self.now, wire);
-                self.radios.received(Iface::PrimaryPipe(k), hop, wire);
+                self.radios.crossed_pipe(k, true, self.now, hop, wire);
                 self.arrival_at_proxy(0, hop, FEEDBACK_WIRE)
             }
             _ => self.arrival_at_proxy(k + 1, self.now, FEEDBACK_WIRE),
@@ -870,13 +867,8 @@ impl<'a> World<'a> {
             Some(u) => u.carry(at, bytes)?,
             None => at,
         };
-        let iface = if s == 0 {
-            Iface::PrimaryWan
-        } else {
-            Iface::HelperWan(s - 1)
-        };
         let wire = bytes.saturating_sub(crate::energy::HEADER);
-        self.radios.sent(iface, left, wire);
+        self.radios.sent(Iface::wan_of_subflow(s), left, wire);
         Some(left + owd)
     }
 
@@ -995,12 +987,7 @@ impl<'a> World<'a> {
                 p.pipe = self.pipe_state[s - 1].view();
             }
             if self.sc.radio_state {
-                let wan = if s == 0 {
-                    Iface::PrimaryWan
-                } else {
-                    Iface::HelperWan(s - 1)
-                };
-                p.wan_idle = self.radios.idle_for(wan, self.now);
+                p.wan_idle = self.radios.idle_for(Iface::wan_of_subflow(s), self.now);
                 p.power = Some(PathPower {
                     wan: self.sc.wan_radio,
                     pipe: (s > 0).then_some(self.sc.pipe_radio),

@@ -606,8 +606,13 @@ impl Relay {
         }
     }
 
+    /// The core's clock: time since the relay started.
+    fn now(&self) -> Time {
+        Time(self.epoch.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64)
+    }
+
     fn refresh(&self) {
-        let now = mpbond_core::Time(self.epoch.elapsed().as_nanos() as u64);
+        let now = self.now();
         let mut st = self.st();
         let st = &mut *st;
         for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
@@ -736,7 +741,7 @@ impl Relay {
         // An idle helper reports only news (`mpbond_core::feedback`): unchanged reports
         // every 20 ms kept the pipe's radios and, forwarded, the primary's LTE radio awake
         // for as long as the session lived.
-        let now = Time(self.epoch.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
+        let now = self.now();
         let send_down =
             policy != FeedbackPolicy::Flexible || st.down_gate.should_send(now, &down, down_busy);
         if send_down && !down_busy {
