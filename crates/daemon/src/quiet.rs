@@ -1,4 +1,4 @@
-//! Energy-aware liveness for cellular links.
+//! Energy-aware liveness for links over radios.
 //!
 //! Every link is pinged when it has been silent for a while, and a link silent for the stall
 //! timeout is declared dead: that catches a hung peer within a second while data flows. On a
@@ -7,9 +7,12 @@
 //! 1 W tail for 11.6 s after every packet (Huang et al., MobiSys 2012), so a helper whose
 //! HS-Path finished early would pay for it until the download ends, which is the energy that
 //! the helper-side split exists to save (MPBond §4.2, §6.2) and that flexible feedback avoids
-//! waking the radio for (§5). So a cellular link is in one of three states:
-//! - **busy**: data moved since the last check (every 100 ms); pinged when silent, dead after
-//!   the stall timeout of silence, as any link;
+//! waking the radio for (§5). A pipe is a radio link too: WiFi's tail is 0.24 s, so pings
+//! every 250 ms kept it promoted, active or in its tail at both ends for as long as an idle
+//! session lived (docs/evaluation.md, item 33). So every link is in one of three states:
+//! - **busy**: data moved since the last check (every 100 ms), or more than a packet waits
+//!   to be sent or acknowledged; pinged when silent, dead after the stall timeout of
+//!   silence, as any link;
 //! - **cooling**: no data since the last check: not pinged, so the last data packet is the
 //!   radio's last activity. A ping here would come 250 ms after the data and restart the
 //!   tail (`mpbond lab run --packets` showed it on a helper's HS-Path);
@@ -19,15 +22,21 @@
 //! Both ends see the same bytes move, so they agree within a round trip. When data moves
 //! again, silence counts from that check on ([`Activity::busy_for`]): the peer had stopped
 //! pinging too, and an upload after a download once tripped the stall rule on that old
-//! silence. A cooling or quiet
-//! link is never trusted with data blindly: data sent on it that goes unacknowledged still
-//! trips the stall rule at once.
+//! silence. A cooling or quiet link is never trusted with data blindly: data waiting for it
+//! makes it busy, and data sent on it that goes unacknowledged still trips the stall rule.
+//!
+//! So only the end that has data waiting watches a link closely. The receiving end of a
+//! stalled link sees an idle one: a primary whose downlink pipe hangs behind a stuck relay, or
+//! whose helper hangs, sends nothing on it and hears nothing, as between two downloads. The
+//! sender sees it instead (the helper, whose relayed data waits for the pipe, or the proxy,
+//! whose data waits on the HS-Path), and the proxy passes the helper's `SUBFLOW_CLOSE`, or
+//! its own, to the primary over another path (`Session::remove_subflow`).
 
 use std::time::{Duration, Instant};
 
 use crate::sys::TcpInfo;
 
-/// A cellular link with no data for this long is quiet.
+/// A link with no data for this long is quiet.
 pub const QUIET_AFTER: Duration = Duration::from_millis(300);
 /// Ping period of a quiet link (a NAT keepalive's order, well over an LTE tail).
 pub const QUIET_PING_EVERY: Duration = Duration::from_secs(25);
@@ -40,7 +49,7 @@ const BUSY_BYTES: u64 = 1500;
 /// What a link is doing, for its liveness timers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
-    /// Data moved since the last check (or the link is not cellular).
+    /// Data moved since the last check.
     Busy,
     /// No data since the last check, not yet quiet.
     Cooling,
@@ -84,22 +93,21 @@ impl Default for Activity {
 
 impl Activity {
     /// The liveness check of a link (one call per check, with a fresh TCP_INFO): `silent` is
-    /// how long ago the peer last sent anything. Only a cellular link cools and goes quiet;
-    /// any other link is always busy.
+    /// how long ago the peer last sent anything; `waiting`, the bytes this end has for the
+    /// link that have not been acknowledged yet (user-space queue, unsent and unacknowledged
+    /// in the kernel). A link with more than a packet waiting is busy even if nothing moved:
+    /// it is in use, and if it stalled behind a peer whose kernel still acknowledges (a hung
+    /// relay) only the silence rule catches it within the stall timeout.
     pub fn check(
         &mut self,
-        cellular: bool,
         info: &TcpInfo,
+        waiting: u64,
         now: Instant,
         silent: Duration,
         ping: Duration,
         stall: Duration,
     ) -> Check {
-        let state = if cellular {
-            self.state(info, now)
-        } else {
-            State::Busy
-        };
+        let state = self.state(info, waiting, now);
         let (ping_every, silence) = Self::timers(state, ping, stall);
         Check {
             ping_every,
@@ -111,10 +119,11 @@ impl Activity {
     /// first check only counts: what moved before it was the link's setup, and calling that
     /// data pinged a helper's idle HS-Path 250 ms later, waking its LTE radio in the middle
     /// of a download that left the helper out (`mpbond lab run --packets`, `mpbond-eco`).
-    fn state(&mut self, info: &TcpInfo, now: Instant) -> State {
+    fn state(&mut self, info: &TcpInfo, waiting: u64, now: Instant) -> State {
         let moved = info.bytes_acked + info.bytes_received;
         let before = self.moved.replace(moved);
-        let busy = before.is_some_and(|b| moved.saturating_sub(b) >= BUSY_BYTES);
+        let busy =
+            before.is_some_and(|b| moved.saturating_sub(b) >= BUSY_BYTES) || waiting > BUSY_BYTES;
         if busy {
             self.busy_at = now;
             if !self.was_busy {
@@ -161,27 +170,27 @@ mod tests {
             ..TcpInfo::default()
         };
         // The setup's bytes before the first check are not data.
-        assert_eq!(a.state(&info, t0), State::Cooling);
+        assert_eq!(a.state(&info, 0, t0), State::Cooling);
         info.bytes_acked += 10_000;
-        assert_eq!(a.state(&info, t0), State::Busy);
+        assert_eq!(a.state(&info, 0, t0), State::Busy);
         // Pings and feedback: a few hundred bytes per check, for 0.5 s.
         let mut seen = Vec::new();
         for i in 1..=5 {
             info.bytes_received += 200;
-            seen.push(a.state(&info, t0 + Duration::from_millis(100 * i)));
+            seen.push(a.state(&info, 0, t0 + Duration::from_millis(100 * i)));
         }
         use State::*;
         assert_eq!(seen, [Cooling, Cooling, Quiet, Quiet, Quiet]);
         info.bytes_received += 20_000;
         let t1 = t0 + Duration::from_millis(600);
-        assert_eq!(a.state(&info, t1), Busy);
+        assert_eq!(a.state(&info, 0, t1), Busy);
         // Busy again since this check: the silence before it does not count.
         assert_eq!(
             a.busy_for(t1 + Duration::from_millis(50)),
             Duration::from_millis(50)
         );
         info.bytes_received += 20_000;
-        assert_eq!(a.state(&info, t1 + Duration::from_millis(100)), Busy);
+        assert_eq!(a.state(&info, 0, t1 + Duration::from_millis(100)), Busy);
         assert_eq!(
             a.busy_for(t1 + Duration::from_millis(100)),
             Duration::from_millis(100)
@@ -206,8 +215,8 @@ mod tests {
         let mut info = TcpInfo::default();
         // Quiet for 5 s: no pings were due from either end, nothing heard for 5 s.
         let quiet = a.check(
-            true,
             &info,
+            0,
             t0 + Duration::from_secs(5),
             Duration::from_secs(5),
             ping,
@@ -219,7 +228,7 @@ mod tests {
         // against it; 1.2 s later with still nothing heard, the stall rule applies.
         info.bytes_acked += 100_000;
         let t1 = t0 + Duration::from_millis(5100);
-        let busy = a.check(true, &info, t1, Duration::from_millis(5100), ping, stall);
+        let busy = a.check(&info, 0, t1, Duration::from_millis(5100), ping, stall);
         assert_eq!(
             busy,
             Check {
@@ -230,12 +239,45 @@ mod tests {
         info.bytes_acked += 100_000;
         let t2 = t1 + Duration::from_millis(1200);
         assert!(
-            a.check(true, &info, t2, Duration::from_millis(6300), ping, stall)
+            a.check(&info, 0, t2, Duration::from_millis(6300), ping, stall)
                 .silent_too_long
         );
-        // A pipe (not cellular) is always busy.
-        let mut p = Activity::default();
-        let c = p.check(false, &info, Instant::now(), Duration::ZERO, ping, stall);
-        assert_eq!(c.ping_every, Some(ping));
+    }
+
+    /// A link with data waiting is busy though nothing moves (a stalled pipe behind a relay
+    /// that stopped reading): it keeps its pings and its one-second silence rule. A few bytes
+    /// of pings and reports waiting do not count.
+    #[test]
+    fn a_link_with_data_waiting_stays_busy() {
+        let t0 = Instant::now();
+        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let mut a = Activity::default();
+        let info = TcpInfo::default();
+        let c = a.check(&info, 60, t0, Duration::ZERO, ping, stall);
+        assert_eq!(c.ping_every, None, "a ping waiting is not data");
+        let mut b = Activity::default();
+        for i in 0..5 {
+            let c = b.check(
+                &info,
+                64_000,
+                t0 + Duration::from_millis(100 * i),
+                Duration::ZERO,
+                ping,
+                stall,
+            );
+            assert_eq!(c.ping_every, Some(ping));
+        }
+        let stuck = b.check(
+            &info,
+            64_000,
+            t0 + Duration::from_millis(1200),
+            Duration::from_millis(1200),
+            ping,
+            stall,
+        );
+        assert!(
+            stuck.silent_too_long,
+            "nothing heard for 1.2 s with data waiting"
+        );
     }
 }

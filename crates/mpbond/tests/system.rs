@@ -125,6 +125,18 @@ fn hundred_concurrent_streams() {
     }
 }
 
+/// Polls `ok` every 50 ms for up to `limit`; whether it held.
+fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while !ok() {
+        if t0.elapsed() > limit {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
 /// Starts a throttled download in the background; returns its thread.
 fn slow_download(
     c: &Cluster,
@@ -213,6 +225,54 @@ fn stalled_pipe_is_torn_down_and_its_data_reinjected() {
     assert!(log.contains("stalled"), "{}", c.logs());
     assert!(reinjected(&c) > 0, "the stalled pipe's data was reinjected");
     assert!(t0.elapsed() < Duration::from_secs(30));
+}
+
+/// A helper that hangs mid-download (its kernel still acknowledges on both its links): the
+/// proxy, whose data waits on the HS-Path, hears nothing from it and drops the subflow; the
+/// primary, which sends nothing on a downlink pipe and lets an idle pipe go quiet, learns it
+/// from the proxy within seconds rather than after a quiet link's 75 s. Once the helper wakes,
+/// it joins again and carries data.
+#[test]
+fn hung_helper_is_dropped_at_both_ends_and_rejoins_when_it_wakes() {
+    let c = Cluster::start(Spec {
+        net: 39,
+        helpers: 1,
+        tuning: "stall_timeout = \"1s\"",
+        proxy_extra: RR,
+        primary_extra: RR,
+        ..Spec::default()
+    });
+    let n = 30_000_000;
+    let t = slow_download(&c, n, 10, 12_000_000);
+    thread::sleep(Duration::from_millis(700));
+    c.helpers[0].pause();
+    let got = t.join().unwrap();
+    // Still hung: the helper itself can tell nobody anything.
+    let dropped = wait_until(Duration::from_secs(5), || c.subflows() == 1);
+    c.helpers[0].resume();
+    let got = got.unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(
+        got == content(10, n),
+        "content differs after the helper hung"
+    );
+    assert!(reinjected(&c) > 0, "the hung helper's data was reinjected");
+    assert!(
+        dropped,
+        "the primary kept the hung helper's subflow\n{}",
+        c.logs()
+    );
+    c.wait_subflows(2, Duration::from_secs(15));
+    download(&c, 20_000_000, 11);
+    let st = c.proxy.status().unwrap();
+    let helper = st.sessions[0]
+        .subflows
+        .iter()
+        .find(|f| f.kind == "helper")
+        .map(|f| f.bytes_scheduled);
+    assert!(
+        helper.is_some_and(|b| b > 0),
+        "the helper carries data again: {helper:?}"
+    );
 }
 
 #[test]
@@ -681,4 +741,50 @@ fn an_idle_helper_stops_reporting_until_it_relays_again() {
         "no report after the helper relayed again: {again} ms\n{}",
         c.logs()
     );
+}
+
+/// Segments the primary has sent on its pipes to the helper (pings, pongs, ACKs, uplink).
+fn primary_pipe_segments(c: &Cluster) -> Option<u64> {
+    let st = c.primary.status()?;
+    let sf = st
+        .sessions
+        .first()?
+        .subflows
+        .iter()
+        .find(|f| f.kind == "helper")?;
+    Some(sf.links.iter().map(|l| u64::from(l.tcp.segs_out)).sum())
+}
+
+/// An idle pipe is pinged as rarely as an idle cellular link (`daemon::quiet`): WiFi's tail
+/// is a quarter of a second, so pings every 250 ms kept both ends' radios from sleeping for
+/// as long as an idle session lived (docs/evaluation.md, item 33). Data brings the pings
+/// back, and the pipe still carries it.
+#[test]
+fn an_idle_pipe_is_left_quiet() {
+    let c = Cluster::start(Spec {
+        net: 40,
+        helpers: 1,
+        proxy_extra: RR,
+        primary_extra: RR,
+        ..Spec::default()
+    });
+    download(&c, 4_000_000, 8);
+    // Let the pipe cool down and go quiet, then count what the primary sends on it.
+    thread::sleep(Duration::from_secs(1));
+    let before = primary_pipe_segments(&c).expect("the primary has a helper pipe");
+    thread::sleep(Duration::from_secs(2));
+    let after = primary_pipe_segments(&c).expect("the primary has a helper pipe");
+    assert!(
+        after - before <= 2,
+        "the primary sent {} segments on an idle pipe in 2 s",
+        after - before
+    );
+    download(&c, 4_000_000, 9);
+    let st = c.proxy.status().unwrap();
+    let helper = st.sessions[0]
+        .subflows
+        .iter()
+        .find(|f| f.kind == "helper")
+        .unwrap();
+    assert!(helper.bytes_scheduled > 0, "the helper carries data again");
 }

@@ -89,7 +89,14 @@ impl Session {
             Frame::Pong { .. } => {}
             Frame::SubflowClose { subflow, reason } => {
                 tracing::info!(%subflow, %reason, "peer closed a subflow");
-                self.remove_subflow(subflow, false);
+                // A helper's own close, on its HS-Path, reaches the proxy but maybe not the
+                // primary: the pipe may be what failed. The proxy passes it on.
+                let from_helper = self.spec.side == Side::Proxy
+                    && self
+                        .subflows
+                        .get(&subflow)
+                        .is_some_and(|s| s.links.contains(&link));
+                self.remove_subflow(subflow, from_helper);
                 self.reannounce();
             }
             Frame::PathReset { subflow, reason } => {

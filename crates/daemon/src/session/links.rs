@@ -279,7 +279,13 @@ impl Session {
             self.rejoin_after
                 .insert(h, Instant::now() + Duration::from_secs(1));
         }
-        if tell_peer && self.spec.side == Side::Primary && sf.kind == PathKind::Helper {
+        // The other end of the subflow must stop using it too. Either end may be the only
+        // one that can tell: a primary whose downlink pipe stalled behind a hung relay, or
+        // whose helper hung, hears no data and sends none, so it sees an idle pipe and would
+        // keep its subflow (with quiet pipes, `crate::quiet`, for 75 s); the helper (whose
+        // data waits on the pipe) or the proxy (whose data waits on the HS-Path) sees the
+        // stall, and the proxy tells the primary over another path.
+        if tell_peer && sf.kind == PathKind::Helper {
             self.send_control(&Frame::SubflowClose {
                 subflow: sfid,
                 reason: Reason::PATH_FAILED,
@@ -407,7 +413,6 @@ impl Session {
         let mut dead = Vec::new();
         let mut ping = Vec::new();
         for (&id, l) in self.links.iter_mut() {
-            // Every link here but a primary's pipes is cellular (a PS-Path or an HS-Path).
             crate::link::heard_in_kernel(
                 &l.last_rx,
                 &mut l.data_segs_seen,
@@ -415,9 +420,11 @@ impl Session {
                 now_ms,
             );
             let silent = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
+            let waiting =
+                l.writer.pending() as u64 + l.meter.tcp.notsent_bytes + l.meter.tcp.unacked_bytes;
             let check = l.activity.check(
-                l.helper.is_none(),
                 &l.meter.tcp,
+                waiting,
                 now,
                 Duration::from_millis(silent),
                 PING_EVERY,

@@ -278,6 +278,25 @@ impl Device {
         }
     }
 
+    /// SIGSTOP: the process hangs, its kernel still acknowledges what arrives.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Device::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.pid().expect("the device runs").to_string();
+        let ok = Command::new("kill")
+            .args([sig, pid.as_str()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid} failed");
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }
