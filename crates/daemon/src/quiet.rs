@@ -10,9 +10,9 @@
 //! waking the radio for (§5). A pipe is a radio link too: WiFi's tail is 0.24 s, so pings
 //! every 250 ms kept it promoted, active or in its tail at both ends for as long as an idle
 //! session lived (docs/evaluation.md, item 33). So every link is in one of three states:
-//! - **busy**: data moved since the last check (every 100 ms), or more than a packet waits
-//!   to be sent or acknowledged; pinged when silent, dead after the stall timeout of
-//!   silence, as any link;
+//! - **busy**: data moved since the last check (every 100 ms), in order or out of it, more
+//!   than a packet waits to be sent or acknowledged, or this end holds the peer back (its
+//!   buffer is full); pinged when silent, dead after the stall timeout of silence;
 //! - **cooling**: no data since the last check: not pinged, so the last data packet is the
 //!   radio's last activity. A ping here would come 250 ms after the data and restart the
 //!   tail (`mpbond lab run --packets` showed it on a helper's HS-Path);
@@ -45,6 +45,14 @@ pub const QUIET_SILENCE: Duration = Duration::from_secs(75);
 /// Bytes that must move (acknowledged or received) between two checks for a link to count
 /// as carrying data: more than pings, pongs and feedback frames.
 const BUSY_BYTES: u64 = 1500;
+/// Data segments that must arrive between two checks for a link to count as carrying data
+/// though no byte was delivered in order: a receiver waiting for a retransmission behind a
+/// deep queue takes in data out of order (`tcpi_bytes_received` stands still). A quiet peer
+/// pings once in 25 s, a busy one once in 250 ms, so two in one check are data. Without this
+/// a primary whose downlink pipe waited 1.2 s for a retransmission (experiment 06 without
+/// reinjection) counted the pipe idle, stopped pinging, and the helper tore the pipe down for
+/// silence, the false death of item 19 back (docs/evaluation.md, item 33).
+const BUSY_SEGS: u32 = 2;
 
 /// What a link is doing, for its liveness timers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +80,8 @@ pub struct Activity {
     /// Bytes moved at the last check; `None` before the first, whose bytes are the link's
     /// setup (handshake, join), not data.
     moved: Option<u64>,
+    /// Data segments taken in at the last check (`tcpi_data_segs_in`).
+    segs_in: Option<u32>,
     /// The last check that saw data move.
     busy_at: Instant,
     /// When the link last turned busy after a check without data.
@@ -84,6 +94,7 @@ impl Default for Activity {
         let now = Instant::now();
         Activity {
             moved: None,
+            segs_in: None,
             busy_at: now,
             busy_from: now,
             was_busy: false,
@@ -95,19 +106,24 @@ impl Activity {
     /// The liveness check of a link (one call per check, with a fresh TCP_INFO): `silent` is
     /// how long ago the peer last sent anything; `waiting`, the bytes this end has for the
     /// link that have not been acknowledged yet (user-space queue, unsent and unacknowledged
-    /// in the kernel). A link with more than a packet waiting is busy even if nothing moved:
-    /// it is in use, and if it stalled behind a peer whose kernel still acknowledges (a hung
-    /// relay) only the silence rule catches it within the stall timeout.
+    /// in the kernel); `holding_back`, whether this end has stopped reading the link because
+    /// its own buffer is full (a helper whose relay queue is full). A link with more than a
+    /// packet waiting, or held back, is busy even if nothing moved: it is in use. Waiting
+    /// data makes this end watch the peer (a stall behind a peer whose kernel still
+    /// acknowledges, a hung relay, is caught only by the silence rule); holding back makes it
+    /// ping, since the peer's data waits on it and the peer watches it.
+    #[allow(clippy::too_many_arguments)]
     pub fn check(
         &mut self,
         info: &TcpInfo,
         waiting: u64,
+        holding_back: bool,
         now: Instant,
         silent: Duration,
         ping: Duration,
         stall: Duration,
     ) -> Check {
-        let state = self.state(info, waiting, now);
+        let state = self.state(info, waiting > BUSY_BYTES || holding_back, now);
         let (ping_every, silence) = Self::timers(state, ping, stall);
         Check {
             ping_every,
@@ -119,11 +135,13 @@ impl Activity {
     /// first check only counts: what moved before it was the link's setup, and calling that
     /// data pinged a helper's idle HS-Path 250 ms later, waking its LTE radio in the middle
     /// of a download that left the helper out (`mpbond lab run --packets`, `mpbond-eco`).
-    fn state(&mut self, info: &TcpInfo, waiting: u64, now: Instant) -> State {
+    fn state(&mut self, info: &TcpInfo, in_use: bool, now: Instant) -> State {
         let moved = info.bytes_acked + info.bytes_received;
         let before = self.moved.replace(moved);
+        let segs = self.segs_in.replace(info.data_segs_in);
+        let arriving = segs.is_some_and(|b| info.data_segs_in.wrapping_sub(b) >= BUSY_SEGS);
         let busy =
-            before.is_some_and(|b| moved.saturating_sub(b) >= BUSY_BYTES) || waiting > BUSY_BYTES;
+            before.is_some_and(|b| moved.saturating_sub(b) >= BUSY_BYTES) || arriving || in_use;
         if busy {
             self.busy_at = now;
             if !self.was_busy {
@@ -170,27 +188,27 @@ mod tests {
             ..TcpInfo::default()
         };
         // The setup's bytes before the first check are not data.
-        assert_eq!(a.state(&info, 0, t0), State::Cooling);
+        assert_eq!(a.state(&info, false, t0), State::Cooling);
         info.bytes_acked += 10_000;
-        assert_eq!(a.state(&info, 0, t0), State::Busy);
+        assert_eq!(a.state(&info, false, t0), State::Busy);
         // Pings and feedback: a few hundred bytes per check, for 0.5 s.
         let mut seen = Vec::new();
         for i in 1..=5 {
             info.bytes_received += 200;
-            seen.push(a.state(&info, 0, t0 + Duration::from_millis(100 * i)));
+            seen.push(a.state(&info, false, t0 + Duration::from_millis(100 * i)));
         }
         use State::*;
         assert_eq!(seen, [Cooling, Cooling, Quiet, Quiet, Quiet]);
         info.bytes_received += 20_000;
         let t1 = t0 + Duration::from_millis(600);
-        assert_eq!(a.state(&info, 0, t1), Busy);
+        assert_eq!(a.state(&info, false, t1), Busy);
         // Busy again since this check: the silence before it does not count.
         assert_eq!(
             a.busy_for(t1 + Duration::from_millis(50)),
             Duration::from_millis(50)
         );
         info.bytes_received += 20_000;
-        assert_eq!(a.state(&info, 0, t1 + Duration::from_millis(100)), Busy);
+        assert_eq!(a.state(&info, false, t1 + Duration::from_millis(100)), Busy);
         assert_eq!(
             a.busy_for(t1 + Duration::from_millis(100)),
             Duration::from_millis(100)
@@ -217,6 +235,7 @@ mod tests {
         let quiet = a.check(
             &info,
             0,
+            false,
             t0 + Duration::from_secs(5),
             Duration::from_secs(5),
             ping,
@@ -228,7 +247,15 @@ mod tests {
         // against it; 1.2 s later with still nothing heard, the stall rule applies.
         info.bytes_acked += 100_000;
         let t1 = t0 + Duration::from_millis(5100);
-        let busy = a.check(&info, 0, t1, Duration::from_millis(5100), ping, stall);
+        let busy = a.check(
+            &info,
+            0,
+            false,
+            t1,
+            Duration::from_millis(5100),
+            ping,
+            stall,
+        );
         assert_eq!(
             busy,
             Check {
@@ -239,8 +266,16 @@ mod tests {
         info.bytes_acked += 100_000;
         let t2 = t1 + Duration::from_millis(1200);
         assert!(
-            a.check(&info, 0, t2, Duration::from_millis(6300), ping, stall)
-                .silent_too_long
+            a.check(
+                &info,
+                0,
+                false,
+                t2,
+                Duration::from_millis(6300),
+                ping,
+                stall
+            )
+            .silent_too_long
         );
     }
 
@@ -253,13 +288,14 @@ mod tests {
         let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
         let mut a = Activity::default();
         let info = TcpInfo::default();
-        let c = a.check(&info, 60, t0, Duration::ZERO, ping, stall);
+        let c = a.check(&info, 60, false, t0, Duration::ZERO, ping, stall);
         assert_eq!(c.ping_every, None, "a ping waiting is not data");
         let mut b = Activity::default();
         for i in 0..5 {
             let c = b.check(
                 &info,
                 64_000,
+                false,
                 t0 + Duration::from_millis(100 * i),
                 Duration::ZERO,
                 ping,
@@ -270,6 +306,7 @@ mod tests {
         let stuck = b.check(
             &info,
             64_000,
+            false,
             t0 + Duration::from_millis(1200),
             Duration::from_millis(1200),
             ping,
@@ -279,5 +316,53 @@ mod tests {
             stuck.silent_too_long,
             "nothing heard for 1.2 s with data waiting"
         );
+    }
+
+    /// A helper whose buffer is full stops reading its HS-Path: nothing moves and it has
+    /// nothing to send, but the proxy's data waits on it and the proxy, whose link is busy,
+    /// declares it dead after a second of silence. So a link held back keeps its pings.
+    #[test]
+    fn a_link_held_back_keeps_its_pings() {
+        let t0 = Instant::now();
+        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let info = TcpInfo::default();
+        let mut idle = Activity::default();
+        let mut held = Activity::default();
+        for i in 0..10 {
+            let t = t0 + Duration::from_millis(100 * i);
+            let c = held.check(&info, 0, true, t, Duration::ZERO, ping, stall);
+            assert_eq!(c.ping_every, Some(ping), "held back at {i}00 ms");
+            let c = idle.check(&info, 0, false, t, Duration::ZERO, ping, stall);
+            assert_ne!(c.ping_every, Some(ping), "idle at {i}00 ms");
+        }
+    }
+
+    /// A receiver waiting for a retransmission takes in data segments out of order while its
+    /// in-order byte count stands still: the link is busy. A peer's pings, one per check at
+    /// most, are not data.
+    #[test]
+    fn data_arriving_out_of_order_keeps_a_link_busy() {
+        let t0 = Instant::now();
+        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let mut info = TcpInfo {
+            bytes_received: 1_000_000,
+            ..TcpInfo::default()
+        };
+        let mut a = Activity::default();
+        let mut pinged = Activity::default();
+        for i in 0..10 {
+            let t = t0 + Duration::from_millis(100 * i);
+            info.data_segs_in += 8;
+            let c = a.check(&info, 0, false, t, Duration::ZERO, ping, stall);
+            let one_ping = TcpInfo {
+                data_segs_in: i as u32,
+                ..TcpInfo::default()
+            };
+            let p = pinged.check(&one_ping, 0, false, t, Duration::ZERO, ping, stall);
+            if i > 0 {
+                assert_eq!(c.ping_every, Some(ping), "segments arriving at {i}00 ms");
+                assert_ne!(p.ping_every, Some(ping), "one ping a check at {i}00 ms");
+            }
+        }
     }
 }

@@ -810,6 +810,7 @@ impl Relay {
                 let check = s.activity.check(
                     &s.meter.tcp,
                     waiting,
+                    s.blocked.load(Ordering::Relaxed),
                     now,
                     Duration::from_millis(silent),
                     PING_EVERY,

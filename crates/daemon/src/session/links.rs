@@ -425,6 +425,8 @@ impl Session {
             let check = l.activity.check(
                 &l.meter.tcp,
                 waiting,
+                // The session reads every link at once (flow control is per stream).
+                false,
                 now,
                 Duration::from_millis(silent),
                 PING_EVERY,
