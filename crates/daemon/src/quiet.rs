@@ -104,9 +104,9 @@ impl Default for Activity {
 
 impl Activity {
     /// The liveness check of a link (one call per check, with a fresh TCP_INFO): `silent` is
-    /// how long ago the peer last sent anything; `waiting`, the bytes this end has for the
-    /// link that have not been acknowledged yet (user-space queue, unsent and unacknowledged
-    /// in the kernel); `holding_back`, whether this end has stopped reading the link because
+    /// how long ago the peer last sent anything; `queued`, the bytes this end holds for the
+    /// link in user space (with the kernel's unsent and unacknowledged bytes from `info`,
+    /// what waits for the link); `holding_back`, whether this end has stopped reading the link because
     /// its own buffer is full (a helper whose relay queue is full). A link with more than a
     /// packet waiting, or held back, is busy even if nothing moved: it is in use. Waiting
     /// data makes this end watch the peer (a stall behind a peer whose kernel still
@@ -116,13 +116,14 @@ impl Activity {
     pub fn check(
         &mut self,
         info: &TcpInfo,
-        waiting: u64,
+        queued: u64,
         holding_back: bool,
         now: Instant,
         silent: Duration,
         ping: Duration,
         stall: Duration,
     ) -> Check {
+        let waiting = queued + info.notsent_bytes + info.unacked_bytes;
         let state = self.state(info, waiting > BUSY_BYTES || holding_back, now);
         let (ping_every, silence) = Self::timers(state, ping, stall);
         Check {

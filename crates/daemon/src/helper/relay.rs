@@ -788,7 +788,7 @@ impl Relay {
             let st = &mut *st;
             let now_rx = sys::mono_ms();
             let hs_id = st.hs.as_ref().map(|h| h.id);
-            let selected = st.selected.clone();
+            let selected = &st.selected;
             for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
                 crate::link::heard_in_kernel(
                     &s.last_rx,
@@ -797,8 +797,8 @@ impl Relay {
                     now_rx,
                 );
                 let silent = now_rx.saturating_sub(s.last_rx.load(Ordering::Relaxed));
-                // What waits for this link: the relay queue it drains (the downlink one for a
-                // selected pipe, the uplink one for the HS-Path) and its socket's bytes.
+                // The relay queue this link drains: the downlink one for a selected pipe, the
+                // uplink one for the HS-Path.
                 let queue = if Some(s.id) == hs_id {
                     self.up.bytes()
                 } else if selected.contains(&s.id) {
@@ -806,10 +806,9 @@ impl Relay {
                 } else {
                     0
                 };
-                let waiting = queue + s.meter.tcp.notsent_bytes + s.meter.tcp.unacked_bytes;
                 let check = s.activity.check(
                     &s.meter.tcp,
-                    waiting,
+                    queue,
                     s.blocked.load(Ordering::Relaxed),
                     now,
                     Duration::from_millis(silent),

@@ -420,11 +420,9 @@ impl Session {
                 now_ms,
             );
             let silent = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
-            let waiting =
-                l.writer.pending() as u64 + l.meter.tcp.notsent_bytes + l.meter.tcp.unacked_bytes;
             let check = l.activity.check(
                 &l.meter.tcp,
-                waiting,
+                l.writer.pending() as u64,
                 // The session reads every link at once (flow control is per stream).
                 false,
                 now,
