@@ -20,7 +20,7 @@
 //!   [`QUIET_SILENCE`].
 //!
 //! Both ends see the same bytes move, so they agree within a round trip. When data moves
-//! again, silence counts from that check on ([`Activity::busy_for`]): the peer had stopped
+//! again, silence counts from that check on (`Activity::busy_for`): the peer had stopped
 //! pinging too, and an upload after a download once tripped the stall rule on that old
 //! silence. A cooling or quiet link is never trusted with data blindly: data waiting for it
 //! makes it busy, and data sent on it that goes unacknowledged still trips the stall rule.

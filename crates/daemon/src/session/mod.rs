@@ -4,7 +4,7 @@
 //! the primary) and [`Receiver`], the writing halves of every link, and the application side of
 //! every stream. Reader tasks (one per link), application tasks (two per stream) and writability
 //! watchers (one per link) feed it [`Event`]s; after each batch of events it runs the scheduler
-//! ([`Session::pump`]) and writes what it decided.
+//! (`Session::pump`) and writes what it decided.
 //!
 //! The actor is the only writer of every link it owns, so frame order on a link is the order of
 //! its decisions, which the cancel-before-resend rule of the core relies on.
