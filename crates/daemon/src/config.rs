@@ -158,6 +158,13 @@ pub struct Tuning {
     /// early: on the LTE traces of docs/evaluation.md (10a) a helper subflow left it at 28
     /// packets, 43 KB into a 4 MB download, and crawled up by one packet per round trip.
     pub pacing: bool,
+    /// Slow-start queue guard: while a link in slow start has filled its bottleneck's queue
+    /// (RTT half again its minimum, over 1.5 bandwidth-delay products and 64 KiB in flight),
+    /// its pacing rate is capped at this factor times the rate it delivers, so the queue
+    /// grows slowly instead of overflowing by a window at the end of a transfer
+    /// ([`crate::queue_guard`]; docs/evaluation.md, item 34). 0: off (`mpbond-no-guard` in
+    /// the lab). Needs `pacing`.
+    pub queue_guard: f64,
     /// When stream data resumes on a link after this long without any, a CUBIC link's
     /// congestion control starts afresh, so that HyStart judges the new transfer's delay
     /// against the path as it is now, not against the smallest RTT the link's small frames
@@ -212,6 +219,7 @@ impl Default for Tuning {
             loss_hold: 0.0,
             drain_floor: mpbond_core::estimator::DRAIN_FLOOR_RTTS,
             pacing: true,
+            queue_guard: crate::queue_guard::DEFAULT_FACTOR,
             cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),
             threads: 0,
@@ -530,6 +538,12 @@ impl Config {
                 ));
             }
         }
+        if !(t.queue_guard.is_finite() && (t.queue_guard == 0.0 || t.queue_guard >= 1.0)) {
+            return Err(format!(
+                "tuning.queue_guard must be 0 (off) or a factor >= 1 over the rate a link delivers (e.g. 1.25), not {}",
+                t.queue_guard
+            ));
+        }
         if let Some(w) = t.time_value {
             if !(w.is_finite() && w >= 0.0) {
                 return Err(format!(
@@ -704,6 +718,8 @@ allow = [{{ name = "friend", key = "{}" }}]
             ("drain_floor = nan", ["drain_floor", "RTTs"]),
             ("time_value = -1.0", ["time_value", "joules per second"]),
             ("time_value = inf", ["time_value", "joules per second"]),
+            ("queue_guard = 0.5", ["queue_guard", "factor >= 1"]),
+            ("queue_guard = nan", ["queue_guard", "0 (off)"]),
         ] {
             let e = Config::parse(
                 &format!("key = \"k\"\n[tuning]\n{bad}\n[proxy]\nlisten = \"0.0.0.0:1\"\n"),

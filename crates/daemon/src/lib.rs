@@ -11,6 +11,7 @@ pub mod node;
 pub mod pair;
 pub mod primary;
 pub mod proxy;
+pub mod queue_guard;
 pub mod quiet;
 pub mod record;
 pub mod session;

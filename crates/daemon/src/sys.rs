@@ -259,12 +259,17 @@ pub fn set_notsent_lowat(fd: &impl AsRawFd, bytes: u32) -> io::Result<()> {
 /// instead of in line-rate bursts, whatever its congestion control. Any value but "unset"
 /// (all ones) switches pacing on; this one caps nothing.
 pub fn set_pacing(fd: &impl AsRawFd) -> io::Result<()> {
-    let no_cap: u64 = u64::MAX - 1;
+    set_pacing_cap(fd, crate::queue_guard::NO_CAP)
+}
+
+/// Caps the socket's pacing rate at `rate` bytes per second (SO_MAX_PACING_RATE; with
+/// [`crate::queue_guard::NO_CAP`], pacing stays on and nothing is capped).
+pub fn set_pacing_cap(fd: &impl AsRawFd, rate: u64) -> io::Result<()> {
     setsockopt_raw(
         fd,
         libc::SOL_SOCKET,
         libc::SO_MAX_PACING_RATE,
-        &no_cap.to_ne_bytes(),
+        &rate.to_ne_bytes(),
     )
 }
 
@@ -436,6 +441,9 @@ mod tests {
         set_pacing(&c).unwrap();
         let cap: u64 = getsockopt(&c, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE).unwrap();
         assert_eq!(cap, u64::MAX - 1, "pacing on, no cap");
+        set_pacing_cap(&c, 1_500_000).unwrap();
+        let cap: u64 = getsockopt(&c, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE).unwrap();
+        assert_eq!(cap, 1_500_000, "capped (the queue guard)");
         // Reno is built into every kernel and is never the default.
         set_congestion(&c, "reno").unwrap();
         assert_eq!(congestion(&c).unwrap(), "reno");

@@ -50,6 +50,9 @@ pub enum MpbondVariant {
     MeasuredBuffering,
     /// Without kernel pacing on its links (`tuning.pacing = false`): what pacing buys.
     Unpaced,
+    /// Without the slow-start queue guard (`tuning.queue_guard = 0`): a link that fills its
+    /// bottleneck's queue in slow start keeps doubling into it.
+    NoGuard,
     /// Without the congestion control's restart when stream data resumes
     /// (`tuning.cc_restart = "0ms"`): CUBIC keeps the state it learnt before the download.
     NoCcRestart,
@@ -71,7 +74,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 18] = [
+    const ALL: [MpbondVariant; 19] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -86,6 +89,7 @@ impl MpbondVariant {
         MpbondVariant::FixedSegments,
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
+        MpbondVariant::NoGuard,
         MpbondVariant::NoCcRestart,
         MpbondVariant::Bbr,
         MpbondVariant::WaitOpen,
@@ -108,6 +112,7 @@ impl MpbondVariant {
             MpbondVariant::FixedSegments => "mpbond-fixed-segments",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
+            MpbondVariant::NoGuard => "mpbond-no-guard",
             MpbondVariant::NoCcRestart => "mpbond-no-cc-restart",
             MpbondVariant::Bbr => "mpbond-bbr",
             MpbondVariant::WaitOpen => "mpbond-wait-open",
@@ -329,6 +334,7 @@ mod tests {
             "mpbond-no-late-rescue",
             "mpbond-fixed-segments",
             "mpbond-unpaced",
+            "mpbond-no-guard",
             "mpbond-no-cc-restart",
             "mpbond-no-drain-floor",
             "mpbond-bbr@2",

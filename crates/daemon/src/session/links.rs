@@ -15,6 +15,7 @@ use super::{Event, LinkId, Session, Side, PING_EVERY};
 use crate::keys::PublicKey;
 use crate::link::{Link, LinkWriter};
 use crate::meter::Meter;
+use crate::queue_guard::QueueGuard;
 use crate::status::{LinkStatus, Metrics, PipeStatus, SubflowStatus};
 use crate::sys;
 
@@ -48,6 +49,8 @@ pub(super) struct LinkState {
     activity: crate::quiet::Activity,
     /// Primary: the helper at the other end of this pipe.
     pub helper: Option<PublicKey>,
+    /// Its pacing cap while it fills its queue in slow start ([`crate::queue_guard`]).
+    guard: QueueGuard,
     gone: Option<oneshot::Sender<()>>,
 }
 
@@ -166,6 +169,12 @@ impl Session {
                 data_segs_seen: 0,
                 activity: crate::quiet::Activity::default(),
                 helper,
+                guard: QueueGuard::new(if self.spec.tuning.pacing {
+                    self.spec.tuning.queue_guard
+                } else {
+                    // The guard works through the kernel's pacing; a cap would turn it on.
+                    0.0
+                }),
                 gone,
             },
         );
@@ -359,6 +368,13 @@ impl Session {
                 }
                 if !l.idle && l.writer.pending() == 0 && t.notsent_bytes < l.lowat {
                     l.idle = true;
+                }
+                if let Some(cap) = l.guard.check(&t, l.meter.est.throughput()) {
+                    tracing::debug!(link = %l.name, cap, srtt_us = t.rtt_us,
+                        min_rtt_us = t.min_rtt_us, in_flight = t.unacked_bytes, "queue guard");
+                    if let Err(e) = sys::set_pacing_cap(l.writer.sock().as_ref(), cap) {
+                        tracing::debug!(link = %l.name, error = %e, "pacing cap not set");
+                    }
                 }
             }
         }
