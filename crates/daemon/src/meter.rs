@@ -43,6 +43,12 @@ impl Meter {
         }
     }
 
+    /// The share of each packet's MSS that carries payload, as last measured (1 for full
+    /// packets): what [`TcpInfo::with_fill`] scaled the kernel's packet counts by.
+    pub fn fill(&self) -> f64 {
+        self.fill.fill()
+    }
+
     /// Reads TCP_INFO from `sock` and takes it in ([`Meter::update`]). Each new rate sample
     /// is traced with the link's name (`RUST_LOG=mpbond::estimator=trace`): what the kernel
     /// said, how the packet fill scaled it and the estimate it went into.

@@ -75,12 +75,15 @@ impl QueueGuard {
         (self.cap != NO_CAP).then_some(self.cap)
     }
 
-    /// Looks at a TCP_INFO reading and the path's estimated rate (bytes per second) and
+    /// Looks at a TCP_INFO reading and the path's estimated rate (bytes per second), both
+    /// corrected for short packets with `fill` (`TcpInfo::with_fill`, `Meter::fill`), and
     /// returns the SO_MAX_PACING_RATE to set when it must change ([`NO_CAP`] to lift the
-    /// cap). A cap within an eighth of the one in force is left as it is: the kernel's
+    /// cap). The kernel paces packets, so the cap is in its units: the corrected rate
+    /// divided by the fill, or a link of short packets would be held below what it
+    /// delivers. A cap within an eighth of the one in force is left as it is: the kernel's
     /// delivery-rate samples move by a few percent every ACK.
-    pub fn check(&mut self, info: &TcpInfo, est_rate: f64) -> Option<u64> {
-        let want = self.wanted(info, est_rate);
+    pub fn check(&mut self, info: &TcpInfo, est_rate: f64, fill: f64) -> Option<u64> {
+        let want = self.wanted(info, est_rate, fill);
         let change = match (want == NO_CAP, self.cap == NO_CAP) {
             (true, true) => false,
             (true, false) | (false, true) => true,
@@ -94,7 +97,7 @@ impl QueueGuard {
         }
     }
 
-    fn wanted(&self, info: &TcpInfo, est_rate: f64) -> u64 {
+    fn wanted(&self, info: &TcpInfo, est_rate: f64, fill: f64) -> u64 {
         if self.factor < 1.0 || !info.slow_start || info.min_rtt_us == 0 {
             return NO_CAP;
         }
@@ -107,7 +110,12 @@ impl QueueGuard {
             && flight >= MIN_FLIGHT
             && flight as f64 > FLIGHT_BDPS * rate * min_rtt
         {
-            ((rate * self.factor) as u64).clamp(1, NO_CAP - 1)
+            let fill = if fill.is_finite() {
+                fill.clamp(0.05, 1.0)
+            } else {
+                1.0
+            };
+            ((rate * self.factor / fill) as u64).clamp(1, NO_CAP - 1)
         } else {
             NO_CAP
         }
@@ -134,11 +142,14 @@ mod tests {
     fn a_link_filling_its_queue_in_slow_start_is_paced_just_above_its_rate() {
         let mut g = QueueGuard::new(1.25);
         // A BDP is 62.5 KB; 200 KB out and 80 ms: its own queue.
-        assert_eq!(g.check(&info(80, 200_000), 0.0), Some(1_562_500));
+        assert_eq!(g.check(&info(80, 200_000), 0.0, 1.0), Some(1_562_500));
         assert_eq!(g.cap(), Some(1_562_500));
         // The path estimate counts when it is above the last sample.
         let mut g = QueueGuard::new(1.25);
-        assert_eq!(g.check(&info(80, 200_000), 2_000_000.0), Some(2_500_000));
+        assert_eq!(
+            g.check(&info(80, 200_000), 2_000_000.0, 1.0),
+            Some(2_500_000)
+        );
     }
 
     #[test]
@@ -146,43 +157,53 @@ mod tests {
         let mut g = QueueGuard::new(1.25);
         // The RTT rose, but with 40 KB out (the trace's dip or the ACKs' uplink): not its
         // own queue, and capping it would slow its slow start to a quarter per round trip.
-        assert_eq!(g.check(&info(80, 40_000), 0.0), None);
+        assert_eq!(g.check(&info(80, 40_000), 0.0, 1.0), None);
         // 80 KB out is over 64 KB but not over 1.5 BDPs of this path.
-        assert_eq!(g.check(&info(80, 80_000), 0.0), None);
+        assert_eq!(g.check(&info(80, 80_000), 0.0, 1.0), None);
         // 200 KB out without the delay: the queue is not there yet.
-        assert_eq!(g.check(&info(70, 200_000), 0.0), None);
+        assert_eq!(g.check(&info(70, 200_000), 0.0, 1.0), None);
         assert_eq!(g.cap(), None);
     }
 
     #[test]
     fn the_cap_lifts_when_slow_start_ends_or_the_queue_drains() {
         let mut g = QueueGuard::new(1.25);
-        assert!(g.check(&info(80, 200_000), 0.0).is_some());
+        assert!(g.check(&info(80, 200_000), 0.0, 1.0).is_some());
         let mut done = info(80, 200_000);
         done.slow_start = false;
-        assert_eq!(g.check(&done, 0.0), Some(NO_CAP));
-        assert_eq!(g.check(&done, 0.0), None, "set once");
-        assert!(g.check(&info(80, 200_000), 0.0).is_some());
-        assert_eq!(g.check(&info(60, 200_000), 0.0), Some(NO_CAP));
+        assert_eq!(g.check(&done, 0.0, 1.0), Some(NO_CAP));
+        assert_eq!(g.check(&done, 0.0, 1.0), None, "set once");
+        assert!(g.check(&info(80, 200_000), 0.0, 1.0).is_some());
+        assert_eq!(g.check(&info(60, 200_000), 0.0, 1.0), Some(NO_CAP));
         assert_eq!(g.cap(), None);
     }
 
     #[test]
     fn the_cap_follows_the_rate_but_not_its_jitter() {
         let mut g = QueueGuard::new(1.25);
-        assert_eq!(g.check(&info(80, 400_000), 0.0), Some(1_562_500));
+        assert_eq!(g.check(&info(80, 400_000), 0.0, 1.0), Some(1_562_500));
         let mut a = info(80, 400_000);
         a.delivery_rate = 1_300_000; // 4% more: left alone
-        assert_eq!(g.check(&a, 0.0), None);
+        assert_eq!(g.check(&a, 0.0, 1.0), None);
         a.delivery_rate = 1_600_000; // 28% more: followed
-        assert_eq!(g.check(&a, 0.0), Some(2_000_000));
+        assert_eq!(g.check(&a, 0.0, 1.0), Some(2_000_000));
+    }
+
+    #[test]
+    fn the_cap_is_in_the_kernels_units_when_packets_are_short() {
+        // Half-full packets: 1.25 MB/s of payload is 2.5 MB/s of packets to the kernel.
+        let mut g = QueueGuard::new(1.25);
+        assert_eq!(g.check(&info(80, 200_000), 0.0, 0.5), Some(3_125_000));
+        // A fill the meter has not measured yet counts as full packets.
+        let mut g = QueueGuard::new(1.25);
+        assert_eq!(g.check(&info(80, 200_000), 0.0, f64::NAN), Some(1_562_500));
     }
 
     #[test]
     fn a_factor_below_one_never_caps() {
         for f in [0.0, 0.5] {
             let mut g = QueueGuard::new(f);
-            assert_eq!(g.check(&info(120, 400_000), 0.0), None);
+            assert_eq!(g.check(&info(120, 400_000), 0.0, 1.0), None);
         }
     }
 }

@@ -369,7 +369,7 @@ impl Session {
                 if !l.idle && l.writer.pending() == 0 && t.notsent_bytes < l.lowat {
                     l.idle = true;
                 }
-                if let Some(cap) = l.guard.check(&t, l.meter.est.throughput()) {
+                if let Some(cap) = l.guard.check(&t, l.meter.est.throughput(), l.meter.fill()) {
                     tracing::debug!(link = %l.name, cap, srtt_us = t.rtt_us,
                         min_rtt_us = t.min_rtt_us, in_flight = t.unacked_bytes, "queue guard");
                     if let Err(e) = sys::set_pacing_cap(l.writer.sock().as_ref(), cap) {
