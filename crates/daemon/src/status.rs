@@ -35,6 +35,9 @@ pub struct Metrics {
     pub refused: AtomicU64,
     /// Requests refused because a cap was hit.
     pub limits_hit: AtomicU64,
+    /// Times the slow-start queue guard started capping a link's pacing rate
+    /// ([`crate::queue_guard`]).
+    pub queue_guard_caps: AtomicU64,
 }
 
 impl Metrics {
@@ -136,6 +139,12 @@ impl Metrics {
             "Requests refused by a cap.",
             g(&self.limits_hit),
         );
+        line(
+            "queue_guard_caps_total",
+            "counter",
+            "Times the slow-start queue guard started capping a link's pacing rate.",
+            g(&self.queue_guard_caps),
+        );
         let mut gauge = |name: &str, help: &str, rows: Vec<(String, f64)>| {
             let _ = writeln!(o, "# HELP mpbond_{name} {help}\n# TYPE mpbond_{name} gauge");
             for (labels, v) in rows {
@@ -195,6 +204,10 @@ pub struct LinkStatus {
     pub pending: u64,
     /// Kernel state.
     pub tcp: TcpInfo,
+    /// The slow-start queue guard's pacing cap in force, bytes per second
+    /// ([`crate::queue_guard`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_cap: Option<u64>,
 }
 
 /// Pipe (or second-hop) state reported by a helper.

@@ -209,6 +209,7 @@ mod tests {
                     peer: String::new(),
                     pending: 0,
                     tcp: Default::default(),
+                    pacing_cap: None,
                 })
                 .collect(),
         }

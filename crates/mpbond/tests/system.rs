@@ -539,6 +539,10 @@ fn status_and_metrics_describe_the_bond() {
     let m = http_get(c.proxy.control, "/metrics").unwrap();
     assert!(m.contains("mpbond_sessions_active 1"), "{m}");
     assert!(m.contains("mpbond_subflow_throughput_bps{"), "{m}");
+    assert!(
+        m.contains("# TYPE mpbond_queue_guard_caps_total counter"),
+        "{m}"
+    );
 }
 
 /// 0-RTT stream open at the proxy, driven frame by frame: a stream's request and FIN arrive

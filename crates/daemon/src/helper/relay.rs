@@ -92,6 +92,8 @@ impl Slot {
             peer: self.peer.clone(),
             pending: 0,
             tcp: self.meter.tcp,
+            // The helper's relay has no queue guard (docs/design.md).
+            pacing_cap: None,
         }
     }
 }

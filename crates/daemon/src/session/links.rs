@@ -369,7 +369,11 @@ impl Session {
                 if !l.idle && l.writer.pending() == 0 && t.notsent_bytes < l.lowat {
                     l.idle = true;
                 }
+                let was_capped = l.guard.cap().is_some();
                 if let Some(cap) = l.guard.check(&t, l.meter.est.throughput(), l.meter.fill()) {
+                    if !was_capped {
+                        Metrics::inc(&self.spec.metrics.queue_guard_caps);
+                    }
                     tracing::debug!(link = %l.name, cap, srtt_us = t.rtt_us,
                         min_rtt_us = t.min_rtt_us, in_flight = t.unacked_bytes, "queue guard");
                     if let Err(e) = sys::set_pacing_cap(l.writer.sock().as_ref(), cap) {
@@ -638,6 +642,7 @@ impl Session {
                         peer: l.peer_addr.clone(),
                         pending: l.writer.pending() as u64,
                         tcp: l.meter.tcp,
+                        pacing_cap: l.guard.cap(),
                     })
                     .collect();
                 let ests: Vec<&PathEstimator> = sf
