@@ -10,9 +10,10 @@
 //! waking the radio for (§5). A pipe is a radio link too: WiFi's tail is 0.24 s, so pings
 //! every 250 ms kept it promoted, active or in its tail at both ends for as long as an idle
 //! session lived (docs/evaluation.md, item 33). So every link is in one of three states:
-//! - **busy**: data moved since the last check (every 100 ms), in order or out of it, more
-//!   than a packet waits to be sent or acknowledged, or this end holds the peer back (its
-//!   buffer is full); pinged when silent, dead after the stall timeout of silence;
+//! - **busy**: data moved since the last check (every 100 ms), in order or out of it (but not
+//!   the peer's feedback reports, a few hundred bytes in order), more than a packet waits to
+//!   be sent or acknowledged, or this end holds the peer back (its buffer is full); pinged
+//!   when silent, dead after the stall timeout of silence;
 //! - **cooling**: no data since the last check: not pinged, so the last data packet is the
 //!   radio's last activity. A ping here would come 250 ms after the data and restart the
 //!   tail (`mpbond lab run --packets` showed it on a helper's HS-Path);
@@ -45,13 +46,17 @@ pub const QUIET_SILENCE: Duration = Duration::from_secs(75);
 /// Bytes that must move (acknowledged or received) between two checks for a link to count
 /// as carrying data: more than pings, pongs and feedback frames.
 const BUSY_BYTES: u64 = 1500;
-/// Data segments that must arrive between two checks for a link to count as carrying data
-/// though no byte was delivered in order: a receiver waiting for a retransmission behind a
+/// Data segments that must arrive between two checks, while no byte is delivered in order,
+/// for a link to count as carrying data: a receiver waiting for a retransmission behind a
 /// deep queue takes in data out of order (`tcpi_bytes_received` stands still). A quiet peer
 /// pings once in 25 s, a busy one once in 250 ms, so two in one check are data. Without this
 /// a primary whose downlink pipe waited 1.2 s for a retransmission (experiment 06 without
 /// reinjection) counted the pipe idle, stopped pinging, and the helper tore the pipe down for
-/// silence, the false death of item 19 back (docs/evaluation.md, item 33).
+/// silence, the false death of item 19 back (docs/evaluation.md, item 33). Segments that are
+/// delivered in order count by their bytes alone: a helper's feedback reports, every 20 ms
+/// for 200 ms after its HS-Path's data, are five segments a check, and counting them made
+/// the proxy ping that HS-Path after its data, waking the helper's LTE radio for the ping,
+/// its pong and their ACKs (experiment 14, docs/evaluation.md, item 35).
 const BUSY_SEGS: u32 = 2;
 
 /// What a link is doing, for its liveness timers.
@@ -82,6 +87,8 @@ pub struct Activity {
     moved: Option<u64>,
     /// Data segments taken in at the last check (`tcpi_data_segs_in`).
     segs_in: Option<u32>,
+    /// Bytes delivered in order at the last check (`tcpi_bytes_received`).
+    received: Option<u64>,
     /// The last check that saw data move.
     busy_at: Instant,
     /// When the link last turned busy after a check without data.
@@ -95,6 +102,7 @@ impl Default for Activity {
         Activity {
             moved: None,
             segs_in: None,
+            received: None,
             busy_at: now,
             busy_from: now,
             was_busy: false,
@@ -140,7 +148,11 @@ impl Activity {
         let moved = info.bytes_acked + info.bytes_received;
         let before = self.moved.replace(moved);
         let segs = self.segs_in.replace(info.data_segs_in);
-        let arriving = segs.is_some_and(|b| info.data_segs_in.wrapping_sub(b) >= BUSY_SEGS);
+        let received = self.received.replace(info.bytes_received);
+        // Out of order: segments come in and nothing is delivered (in order, reports and
+        // pings move `bytes_received`, and data moves it by more than BUSY_BYTES).
+        let arriving = segs.is_some_and(|b| info.data_segs_in.wrapping_sub(b) >= BUSY_SEGS)
+            && received.is_some_and(|r| r == info.bytes_received);
         let busy =
             before.is_some_and(|b| moved.saturating_sub(b) >= BUSY_BYTES) || arriving || in_use;
         if busy {
@@ -365,5 +377,44 @@ mod tests {
                 assert_ne!(p.ping_every, Some(ping), "one ping a check at {i}00 ms");
             }
         }
+    }
+
+    /// A helper reports every 20 ms for 200 ms after its HS-Path's data: five small segments
+    /// a check, delivered in order. They are not data, so the link cools and is not pinged
+    /// (a ping there woke the helper's LTE radio after its data, experiment 14).
+    #[test]
+    fn reports_arriving_in_order_let_a_link_cool() {
+        let t0 = Instant::now();
+        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let mut info = TcpInfo {
+            bytes_received: 2_000_000,
+            data_segs_in: 1_400,
+            ..TcpInfo::default()
+        };
+        let mut a = Activity::default();
+        a.check(&info, 0, false, t0, Duration::ZERO, ping, stall);
+        for i in 1..=3 {
+            info.data_segs_in += 5;
+            info.bytes_received += 5 * 51;
+            let t = t0 + Duration::from_millis(100 * i);
+            let c = a.check(&info, 0, false, t, Duration::ZERO, ping, stall);
+            assert_eq!(
+                c.ping_every, None,
+                "reports at {i}00 ms: cooling, not pinged"
+            );
+        }
+        // The same segments with nothing delivered in order are data waiting for a
+        // retransmission: busy.
+        info.data_segs_in += 5;
+        let c = a.check(
+            &info,
+            0,
+            false,
+            t0 + Duration::from_millis(400),
+            Duration::ZERO,
+            ping,
+            stall,
+        );
+        assert_eq!(c.ping_every, Some(ping));
     }
 }
