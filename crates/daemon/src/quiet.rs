@@ -53,8 +53,8 @@ const BUSY_BYTES: u64 = 1500;
 /// a primary whose downlink pipe waited 1.2 s for a retransmission (experiment 06 without
 /// reinjection) counted the pipe idle, stopped pinging, and the helper tore the pipe down for
 /// silence, the false death of item 19 back (docs/evaluation.md, item 33). Segments that are
-/// delivered in order count by their bytes alone: a helper's feedback reports, every 20 ms
-/// for 200 ms after its HS-Path's data, are five segments a check, and counting them made
+/// delivered in order count by their bytes alone: a helper's feedback reports, two small
+/// segments every 20 ms for 200 ms after its HS-Path's data, are ten a check, and counting them made
 /// the proxy ping that HS-Path after its data, waking the helper's LTE radio for the ping,
 /// its pong and their ACKs (experiment 14, docs/evaluation.md, item 35).
 const BUSY_SEGS: u32 = 2;
@@ -379,8 +379,8 @@ mod tests {
         }
     }
 
-    /// A helper reports every 20 ms for 200 ms after its HS-Path's data: five small segments
-    /// a check, delivered in order. They are not data, so the link cools and is not pinged
+    /// A helper reports for 200 ms after its HS-Path's data: two small segments every 20 ms,
+    /// ten a check, delivered in order. They are not data, so the link cools and is not pinged
     /// (a ping there woke the helper's LTE radio after its data, experiment 14).
     #[test]
     fn reports_arriving_in_order_let_a_link_cool() {
@@ -394,8 +394,8 @@ mod tests {
         let mut a = Activity::default();
         a.check(&info, 0, false, t0, Duration::ZERO, ping, stall);
         for i in 1..=3 {
-            info.data_segs_in += 5;
-            info.bytes_received += 5 * 51;
+            info.data_segs_in += 10;
+            info.bytes_received += 10 * 51;
             let t = t0 + Duration::from_millis(100 * i);
             let c = a.check(&info, 0, false, t, Duration::ZERO, ping, stall);
             assert_eq!(
