@@ -192,6 +192,15 @@ impl Activity {
 mod tests {
     use super::*;
 
+    const PING: Duration = Duration::from_millis(250);
+    const STALL: Duration = Duration::from_secs(1);
+
+    /// The ping period of a check with nothing queued and the peer just heard from.
+    fn pings(a: &mut Activity, info: &TcpInfo, holding_back: bool, t: Instant) -> Option<Duration> {
+        a.check(info, 0, holding_back, t, Duration::ZERO, PING, STALL)
+            .ping_every
+    }
+
     #[test]
     fn a_link_cools_then_turns_quiet_after_its_data_and_busy_again_with_data() {
         let t0 = Instant::now();
@@ -226,7 +235,7 @@ mod tests {
             a.busy_for(t1 + Duration::from_millis(100)),
             Duration::from_millis(100)
         );
-        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let (ping, stall) = (PING, STALL);
         assert_eq!(
             Activity::timers(Quiet, ping, stall),
             (Some(QUIET_PING_EVERY), QUIET_SILENCE)
@@ -241,7 +250,7 @@ mod tests {
     #[test]
     fn silence_from_before_a_link_turned_busy_does_not_kill_it() {
         let t0 = Instant::now();
-        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let (ping, stall) = (PING, STALL);
         let mut a = Activity::default();
         let mut info = TcpInfo::default();
         // Quiet for 5 s: no pings were due from either end, nothing heard for 5 s.
@@ -298,7 +307,7 @@ mod tests {
     #[test]
     fn a_link_with_data_waiting_stays_busy() {
         let t0 = Instant::now();
-        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let (ping, stall) = (PING, STALL);
         let mut a = Activity::default();
         let info = TcpInfo::default();
         let c = a.check(&info, 60, false, t0, Duration::ZERO, ping, stall);
@@ -337,16 +346,22 @@ mod tests {
     #[test]
     fn a_link_held_back_keeps_its_pings() {
         let t0 = Instant::now();
-        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let ping = PING;
         let info = TcpInfo::default();
         let mut idle = Activity::default();
         let mut held = Activity::default();
         for i in 0..10 {
             let t = t0 + Duration::from_millis(100 * i);
-            let c = held.check(&info, 0, true, t, Duration::ZERO, ping, stall);
-            assert_eq!(c.ping_every, Some(ping), "held back at {i}00 ms");
-            let c = idle.check(&info, 0, false, t, Duration::ZERO, ping, stall);
-            assert_ne!(c.ping_every, Some(ping), "idle at {i}00 ms");
+            assert_eq!(
+                pings(&mut held, &info, true, t),
+                Some(ping),
+                "held back at {i}00 ms"
+            );
+            assert_ne!(
+                pings(&mut idle, &info, false, t),
+                Some(ping),
+                "idle at {i}00 ms"
+            );
         }
     }
 
@@ -356,7 +371,7 @@ mod tests {
     #[test]
     fn data_arriving_out_of_order_keeps_a_link_busy() {
         let t0 = Instant::now();
-        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let ping = PING;
         let mut info = TcpInfo {
             bytes_received: 1_000_000,
             ..TcpInfo::default()
@@ -366,15 +381,15 @@ mod tests {
         for i in 0..10 {
             let t = t0 + Duration::from_millis(100 * i);
             info.data_segs_in += 8;
-            let c = a.check(&info, 0, false, t, Duration::ZERO, ping, stall);
+            let c = pings(&mut a, &info, false, t);
             let one_ping = TcpInfo {
                 data_segs_in: i as u32,
                 ..TcpInfo::default()
             };
-            let p = pinged.check(&one_ping, 0, false, t, Duration::ZERO, ping, stall);
+            let p = pings(&mut pinged, &one_ping, false, t);
             if i > 0 {
-                assert_eq!(c.ping_every, Some(ping), "segments arriving at {i}00 ms");
-                assert_ne!(p.ping_every, Some(ping), "one ping a check at {i}00 ms");
+                assert_eq!(c, Some(ping), "segments arriving at {i}00 ms");
+                assert_ne!(p, Some(ping), "one ping a check at {i}00 ms");
             }
         }
     }
@@ -385,36 +400,25 @@ mod tests {
     #[test]
     fn reports_arriving_in_order_let_a_link_cool() {
         let t0 = Instant::now();
-        let (ping, stall) = (Duration::from_millis(250), Duration::from_secs(1));
+        let ping = PING;
         let mut info = TcpInfo {
             bytes_received: 2_000_000,
             data_segs_in: 1_400,
             ..TcpInfo::default()
         };
         let mut a = Activity::default();
-        a.check(&info, 0, false, t0, Duration::ZERO, ping, stall);
+        pings(&mut a, &info, false, t0);
         for i in 1..=3 {
             info.data_segs_in += 10;
             info.bytes_received += 10 * 51;
             let t = t0 + Duration::from_millis(100 * i);
-            let c = a.check(&info, 0, false, t, Duration::ZERO, ping, stall);
-            assert_eq!(
-                c.ping_every, None,
-                "reports at {i}00 ms: cooling, not pinged"
-            );
+            let c = pings(&mut a, &info, false, t);
+            assert_eq!(c, None, "reports at {i}00 ms: cooling, not pinged");
         }
         // The same segments with nothing delivered in order are data waiting for a
         // retransmission: busy.
         info.data_segs_in += 5;
-        let c = a.check(
-            &info,
-            0,
-            false,
-            t0 + Duration::from_millis(400),
-            Duration::ZERO,
-            ping,
-            stall,
-        );
-        assert_eq!(c.ping_every, Some(ping));
+        let c = pings(&mut a, &info, false, t0 + Duration::from_millis(400));
+        assert_eq!(c, Some(ping));
     }
 }
