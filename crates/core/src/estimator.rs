@@ -22,6 +22,9 @@ pub struct TcpSample {
     pub srtt: f64,
     /// Congestion window in bytes (tcpi_snd_cwnd × tcpi_snd_mss).
     pub cwnd: u64,
+    /// Bytes in flight (tcpi_unacked × tcpi_snd_mss): with `cwnd`, whether the window was
+    /// full when the sample was taken.
+    pub in_flight: u64,
     /// The kernel's delivery-rate estimate, bytes per second, when it has one.
     pub delivery_rate: Option<f64>,
     /// True when the delivery-rate sample was limited by the application rather than the
@@ -41,6 +44,12 @@ pub struct TcpSample {
     /// it ([`PathEstimator::with_drain_floor`]).
     pub drain_rate: Option<f64>,
 }
+
+/// A smoothed RTT this many times the minimum means a standing queue of half a
+/// bandwidth-delay product or more at the path's bottleneck: with the window full as well,
+/// the bottleneck has had no idle moment for the kernel's rate sample to miss, whatever the
+/// sample's application-limited flag says ([`PathEstimator`]).
+pub const QUEUED_RTT: f64 = 1.5;
 
 /// The span the drain rate of [`TcpSample::drain_rate`] is measured over: the estimate's
 /// time constant, so that it follows a path that slowed as fast as the average does.
@@ -91,8 +100,9 @@ impl DrainRate {
 /// the kernel's delivery rate when one is given. CWND/RTT overshoots in slow start and whenever
 /// the smoothed RTT lags a growing queue; the delivery rate measures what the path actually
 /// delivered. An application-limited delivery-rate sample (the scheduler left the path idle)
-/// can only raise the estimate, never lower it, as in BBR; until the path has been seen busy
-/// it counts at least CWND/RTT. Once a busy delivery rate has come, CWND/RTT is never
+/// can only raise the estimate, never lower it, as in BBR, unless it came from a full window
+/// over a standing queue ([`QUEUED_RTT`]); until the path has been seen busy it counts at
+/// least CWND/RTT. Once a busy delivery rate has come, CWND/RTT is never
 /// averaged in again (docs/design.md, "Path estimation"). The average uses a time constant
 /// rather than a per-sample weight, counted from the last sample it took in, so it reacts at
 /// the same speed whether samples come every ACK (simulator) or every few readings (daemon,
@@ -210,10 +220,17 @@ impl PathEstimator {
         // stretched the time constant four times on slow paths: a 1 Mbit/s HS-Path read
         // 150 KB/s for 0.7 s after its first busy samples of 120 KB/s, and PAMS gave it a
         // quarter too much of a 1 MB download (docs/evaluation.md, item 17).
+        let guessed = self.last_busy.is_none();
+        let bottleneck = self.measures_bottleneck(&s);
         let Some(sample) = self.rate_sample(&s) else {
             return;
         };
         self.throughput = Some(match (self.throughput, self.last) {
+            // The first sample that measured the bottleneck replaces an estimate that was
+            // only the initial window's guess: averaging a guess in would keep a 1 Mbit/s
+            // path at twice its rate for a time constant, while PAMS commits most of a short
+            // download (docs/evaluation.md, item 36).
+            (Some(_), _) if guessed && bottleneck => sample,
             // In slow start the window, and with it the rate, doubles every round trip: an
             // average over 100 ms (two round trips of a 50 ms path) trails it by up to four
             // times, and PAMS would split a short download by the paths' slow-start history
@@ -253,7 +270,7 @@ impl PathEstimator {
             Some(d) if d.is_finite() && self.floor_until.is_some_and(|u| s.now <= u) => r.max(d),
             _ => r,
         };
-        let (r, understated) = if s.app_limited {
+        let (r, understated) = if s.app_limited && !self.measures_bottleneck(s) {
             // An application-limited sample only bounds the path from below. Until the path
             // has been seen busy, what its window sends in the next round trip is the better
             // guess: a session whose links carried only pings otherwise starts every path at
@@ -273,7 +290,7 @@ impl PathEstimator {
             // until it leaves that slow start, a sample tells how far the window has got, not
             // what the path carries.
             self.restarting = s.slow_start && (self.restarting || idle);
-            (r, self.restarting)
+            (r, self.restarting && !self.measures_bottleneck(s))
         };
         // A sample that understates the path can raise the estimate, never lower it.
         if understated && self.throughput.is_some_and(|t| r <= t) {
@@ -281,6 +298,27 @@ impl PathEstimator {
         } else {
             Some(r)
         }
+    }
+
+    /// Whether `s` was taken with the window full and a standing queue at the bottleneck
+    /// ([`QUEUED_RTT`]), so that its rate is the bottleneck's even when the kernel marks it
+    /// application-limited or the window is restarting.
+    ///
+    /// The kernel marks a rate sample application-limited when any of its packets left
+    /// while the socket had less than a packet to send and room in the window. PAMS keeps
+    /// the sockets' unsent data small on purpose (it decides late, TCP_NOTSENT_LOWAT), so
+    /// in slow start, where every ACK opens the window by a packet, nearly every sample of
+    /// mpbond's subflows carries the mark, also on a path whose bottleneck queue is
+    /// filling. On the 1 Mbit/s PS-Path of experiment 08's cell PS 1/HS 18 the samples read
+    /// 64-122 KB/s with the window full and the RTT climbing from 53 to 128 ms, all marked,
+    /// so none could lower the initial window's guess of 290 KB/s, and PAMS gave that path
+    /// 105-120 KB of a 512 KB download where its share was about 87 KB (docs/evaluation.md,
+    /// item 36).
+    fn measures_bottleneck(&self, s: &TcpSample) -> bool {
+        self.min_rtt.is_finite()
+            && s.srtt >= QUEUED_RTT * self.min_rtt
+            && s.cwnd > 0
+            && s.in_flight.saturating_mul(4) >= s.cwnd.saturating_mul(3)
     }
 
     /// Starts (or extends) the hold when the retransmission count rose, at the level the
@@ -532,6 +570,7 @@ mod tests {
             now: Time::from_millis(ms),
             srtt,
             cwnd,
+            in_flight: 0,
             delivery_rate: None,
             app_limited: false,
             slow_start: false,
@@ -650,6 +689,70 @@ mod tests {
             after,
             "idle, and no window guess once measured"
         );
+    }
+
+    /// Experiment 08's PS 1/HS 18 cell (item 36): a 1 Mbit/s path in slow start, fed a
+    /// segment at a time, reads 64-122 KB/s with its window full and its RTT climbing, every
+    /// sample flagged application-limited. Once the RTT shows a standing queue, the sample is
+    /// the bottleneck's and replaces the initial window's guess; with room left in the
+    /// window, or before the queue shows, the flag holds as before.
+    #[test]
+    fn a_full_window_over_a_standing_queue_measures_the_bottleneck() {
+        let at = |ms: u64, srtt: f64, cwnd: u64, in_flight: u64, r: f64| TcpSample {
+            srtt,
+            cwnd,
+            in_flight,
+            delivery_rate: Some(r),
+            app_limited: true,
+            slow_start: true,
+            ..sample(ms, srtt, cwnd)
+        };
+        let run = |in_flight_share: f64| {
+            let mut e = PathEstimator::new(Duration::from_millis(100));
+            // After the pings: the initial window over 50 ms.
+            e.on_sample(at(0, 0.05, 14_480, 0, 28_000.0));
+            assert!((e.throughput() - 289_600.0).abs() < 1.0);
+            // The RTT is up a fifth: no standing queue yet, the guess stands.
+            let w = 20_000;
+            e.on_sample(at(
+                40,
+                0.06,
+                w,
+                (w as f64 * in_flight_share) as u64,
+                64_000.0,
+            ));
+            let guess = e.throughput();
+            assert!(guess >= 289_600.0, "{guess}");
+            // Half again the minimum RTT.
+            let w = 22_680;
+            e.on_sample(at(
+                80,
+                0.077,
+                w,
+                (w as f64 * in_flight_share) as u64,
+                90_000.0,
+            ));
+            (guess, e.throughput())
+        };
+        let (_, full) = run(1.0);
+        assert_eq!(full, 90_000.0, "replaces the guess");
+        let (guess, half) = run(0.5);
+        assert_eq!(
+            half, guess,
+            "room in the window: application-limited as before"
+        );
+
+        // Later samples from the full window are averaged in, whichever way they move (a
+        // sample flagged application-limited is not taken at once in slow start).
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        e.on_sample(at(0, 0.05, 14_480, 0, 28_000.0));
+        e.on_sample(at(80, 0.077, 22_680, 22_680, 90_000.0));
+        e.on_sample(at(100, 0.09, 26_000, 26_000, 122_000.0));
+        let up = e.throughput();
+        assert!(up > 90_000.0 && up < 122_000.0, "{up}");
+        e.on_sample(at(120, 0.1, 27_000, 27_000, 60_000.0));
+        let t = e.throughput();
+        assert!(t < up && t > 60_000.0, "{t}");
     }
 
     fn rate(ms: u64, bytes_per_s: f64, retransmits: u64) -> TcpSample {

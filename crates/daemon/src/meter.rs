@@ -94,6 +94,7 @@ impl Meter {
             now,
             srtt: t.rtt_us as f64 / 1e6,
             cwnd: t.cwnd_bytes,
+            in_flight: t.unacked_bytes,
             delivery_rate: (fresh && t.delivery_rate > 0).then_some(t.delivery_rate as f64),
             app_limited: t.app_limited,
             slow_start: t.slow_start,
