@@ -568,6 +568,37 @@ impl Scenario {
         self.check()
     }
 
+    /// Keeps only the variants named in `keep` (`mpbond lab run --variant`, `[quick]
+    /// variants`): one cell of a sweep, repeated, without a copy of its file. `what` names
+    /// the option in errors.
+    pub fn only_variants(&mut self, keep: &[String], what: &str) -> anyhow::Result<()> {
+        if keep.is_empty() {
+            anyhow::bail!("{what} lists no variant");
+        }
+        let all = self.expand()?;
+        let names: Vec<&str> = all.iter().filter_map(|v| v.0.as_deref()).collect();
+        for k in keep {
+            if !names.contains(&k.as_str()) {
+                if names.is_empty() {
+                    anyhow::bail!("{what}: no variant {k:?}; the scenario has no variants");
+                }
+                anyhow::bail!("{what}: no variant {k:?}; it has {}", names.join("; "));
+            }
+        }
+        self.sweep.clear();
+        self.variants = all
+            .into_iter()
+            .filter_map(|(name, v)| {
+                let name = name?;
+                keep.contains(&name).then(|| VariantDef {
+                    name,
+                    set: link_rates(&v),
+                })
+            })
+            .collect();
+        self.check()
+    }
+
     /// The scenario as `mpbond lab paper --quick` runs it: `[quick]` applied, one repetition
     /// unless it says otherwise.
     pub fn quick(&self) -> anyhow::Result<Scenario> {
@@ -584,24 +615,7 @@ impl Scenario {
             sc.workload.duration = d;
         }
         if let Some(keep) = q.variants {
-            let names: Vec<String> = sc.expand()?.into_iter().filter_map(|v| v.0).collect();
-            for k in &keep {
-                if !names.contains(k) {
-                    anyhow::bail!("quick.variants: no variant {k:?}");
-                }
-            }
-            let all = sc.expand()?;
-            sc.sweep.clear();
-            sc.variants = all
-                .into_iter()
-                .filter_map(|(name, v)| {
-                    let name = name?;
-                    keep.contains(&name).then(|| VariantDef {
-                        name,
-                        set: link_rates(&v),
-                    })
-                })
-                .collect();
+            sc.only_variants(&keep, "quick.variants")?;
         }
         sc.check()?;
         Ok(sc)
@@ -1020,6 +1034,31 @@ sizes = ["1MB", "2MB"]
         assert_eq!(qv.len(), 1);
         assert_eq!(qv[0].0.as_deref(), Some("hs1 3Mbps, ps 1Mbps"));
         assert_eq!(qv[0].1.helpers[0].hs.down, "3Mbps");
+
+        // `--variant`: the same cut on the full scenario, a sweep cell and a named variant.
+        let mut one = sc.clone();
+        one.only_variants(&["wlan".into(), "hs1 2Mbps, ps 5Mbps".into()], "--variant")
+            .unwrap();
+        let ov = one.expand().unwrap();
+        let names: Vec<_> = ov.iter().map(|x| x.0.clone().unwrap()).collect();
+        assert_eq!(names, ["hs1 2Mbps, ps 5Mbps", "wlan"]);
+        assert_eq!(
+            (
+                ov[0].1.ps.down.as_str(),
+                ov[0].1.helpers[0].hs.down.as_str()
+            ),
+            ("5Mbps", "2Mbps")
+        );
+        assert_eq!(ov[1].1.helpers[0].pipe.down, "wlan:3m");
+        let err = sc
+            .clone()
+            .only_variants(&["hs1 9Mbps".into()], "--variant")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--variant") && err.contains("hs1 9Mbps") && err.contains("wlan"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -112,6 +112,11 @@ pub struct RunArgs {
     /// bytes), e.g. `2MB`: one case of an experiment, repeated, without a copy of its file.
     #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<String>>,
+    /// Only this variant of the scenario's sweep or `[[variant]]` list, by name as the
+    /// report spells it, e.g. `--variant "hs1 18Mbps, ps 1Mbps"` (08's corner cell);
+    /// repeat for more. One cell of a grid, repeated, without a copy of its file.
+    #[arg(long = "variant", value_name = "NAME")]
+    variants: Vec<String>,
     /// Output directory (default: lab-results/<scenario name>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -172,6 +177,9 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             }
             if let Some(s) = a.sizes {
                 sc.only_sizes(&s)?;
+            }
+            if !a.variants.is_empty() {
+                sc.only_variants(&a.variants, "--variant")?;
             }
             let stem = a
                 .scenario
