@@ -173,6 +173,14 @@ pub struct Tuning {
     /// Congestion control of every link (TCP_CONGESTION, e.g. `"bbr"`); empty keeps the
     /// system's default. The paper's proxy ran CUBIC on each subflow (MPBond §6.1).
     pub congestion: String,
+    /// Congestion control of a proxy's links to its helpers, the HS-Paths, in place of
+    /// `congestion` there (empty: as `congestion`). A helper splits TCP (MPBond §4.2): it
+    /// hands its pipe only what the HS-Path delivered in order, so a loss on the HS-Path
+    /// starves the pipe until the retransmission has crossed the HS-Path's bottleneck queue,
+    /// a queue that CUBIC keeps full. A tethering helper forwards the packets behind the
+    /// hole and loses nothing (docs/evaluation.md, "Known shortfalls"). `"bbr"` keeps that
+    /// queue short (`mpbond-hs-bbr` in the lab).
+    pub hs_congestion: String,
     /// Runtime worker threads; 0 picks one per core for a process running the proxy (many
     /// independent sessions) and one otherwise (a device's few sessions run best without
     /// cross-core wakeups between their tasks; docs/performance.md).
@@ -222,6 +230,7 @@ impl Default for Tuning {
             queue_guard: crate::queue_guard::DEFAULT_FACTOR,
             cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),
+            hs_congestion: String::new(),
             threads: 0,
             time_value: None,
         }
@@ -517,11 +526,15 @@ impl Config {
         if t.stream_buffer.0 < t.segment.0 || t.recv_window.0 < t.segment.0 {
             return Err("tuning.stream_buffer and recv_window must hold a segment".into());
         }
-        if !(t.congestion.is_empty() || crate::sys::is_congestion_name(&t.congestion)) {
-            return Err(format!(
-                "tuning.congestion {:?}: a kernel congestion control name such as \"cubic\" or \"bbr\" (at most 15 letters, digits or _), or empty for the system default",
-                t.congestion
-            ));
+        for (key, name, empty) in [
+            ("congestion", &t.congestion, "the system default"),
+            ("hs_congestion", &t.hs_congestion, "tuning.congestion's"),
+        ] {
+            if !(name.is_empty() || crate::sys::is_congestion_name(name)) {
+                return Err(format!(
+                    "tuning.{key} {name:?}: a kernel congestion control name such as \"cubic\" or \"bbr\" (at most 15 letters, digits or _), or empty for {empty}"
+                ));
+            }
         }
         for (name, rtts, zero) in [
             ("pams_lookahead", t.pams_lookahead, "the paper's rule"),
@@ -755,6 +768,17 @@ allow = [{{ name = "friend", key = "{}" }}]
             p,
         )
         .expect("a congestion control name and pacing off are valid");
+        let e = Config::parse(
+            "key = \"k\"\n[tuning]\nhs_congestion = \"bbr x\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
+            p,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("tuning.hs_congestion"), "{e}");
+        Config::parse(
+            "key = \"k\"\n[tuning]\nhs_congestion = \"bbr\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
+            p,
+        )
+        .expect("a congestion control for the HS-Paths alone is valid");
         let e = Config::parse(
             "key = \"k\"\n[control]\nlisten = \"0.0.0.0:9\"\n[proxy]\nlisten = \"0.0.0.0:1\"\n",
             p,

@@ -208,6 +208,10 @@ pub struct LinkStatus {
     /// ([`crate::queue_guard`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_cap: Option<u64>,
+    /// The socket's congestion control (TCP_CONGESTION), as `tuning.congestion` and, on a
+    /// proxy's HS-Paths, `tuning.hs_congestion` set it; empty if it could not be read.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub congestion: String,
 }
 
 /// Pipe (or second-hop) state reported by a helper.

@@ -1305,6 +1305,7 @@ fn start_mpbond(
         MpbondVariant::NoGuard => "[tuning]\nqueue_guard = 0.0\n",
         MpbondVariant::NoCcRestart => "[tuning]\ncc_restart = \"0ms\"\n",
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
+        MpbondVariant::HsBbr => "[tuning]\nhs_congestion = \"bbr\"\n",
         _ => "",
     };
     let eco;

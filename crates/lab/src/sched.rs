@@ -210,6 +210,7 @@ mod tests {
                     pending: 0,
                     tcp: Default::default(),
                     pacing_cap: None,
+                    congestion: String::new(),
                 })
                 .collect(),
         }

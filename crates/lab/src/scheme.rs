@@ -58,6 +58,9 @@ pub enum MpbondVariant {
     NoCcRestart,
     /// BBR on every link (`tuning.congestion = "bbr"`) instead of the testbed's `cc`.
     Bbr,
+    /// BBR on the proxy's HS-Paths alone (`tuning.hs_congestion = "bbr"`), the testbed's `cc`
+    /// everywhere else: a short queue for a helper's retransmissions to wait behind.
+    HsBbr,
     /// The primary waits for the proxy to reach the origin before it relays the
     /// application's bytes (`[primary] early_data = false`): what 0-RTT stream open buys.
     WaitOpen,
@@ -74,7 +77,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 19] = [
+    const ALL: [MpbondVariant; 20] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -92,6 +95,7 @@ impl MpbondVariant {
         MpbondVariant::NoGuard,
         MpbondVariant::NoCcRestart,
         MpbondVariant::Bbr,
+        MpbondVariant::HsBbr,
         MpbondVariant::WaitOpen,
         MpbondVariant::Eco(ECO_TIME_VALUE_MW),
     ];
@@ -115,6 +119,7 @@ impl MpbondVariant {
             MpbondVariant::NoGuard => "mpbond-no-guard",
             MpbondVariant::NoCcRestart => "mpbond-no-cc-restart",
             MpbondVariant::Bbr => "mpbond-bbr",
+            MpbondVariant::HsBbr => "mpbond-hs-bbr",
             MpbondVariant::WaitOpen => "mpbond-wait-open",
             MpbondVariant::Eco(_) => "mpbond-eco",
         }
@@ -338,6 +343,7 @@ mod tests {
             "mpbond-no-cc-restart",
             "mpbond-no-drain-floor",
             "mpbond-bbr@2",
+            "mpbond-hs-bbr",
             "mpbond-wait-open",
             "mpbond-eco@2",
             "mpbond-eco-0W",

@@ -516,6 +516,8 @@ fn status_and_metrics_describe_the_bond() {
     let c = Cluster::start(Spec {
         net: 21,
         helpers: 1,
+        // Reno is built into every kernel: the HS-Path's own congestion control shows.
+        tuning: "hs_congestion = \"reno\"",
         ..Spec::default()
     });
     download(&c, 2_000_000, 12);
@@ -535,7 +537,19 @@ fn status_and_metrics_describe_the_bond() {
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(v["sessions"][0]["subflows"].as_array().unwrap().len(), 2);
+    let subflows = v["sessions"][0]["subflows"].as_array().unwrap();
+    assert_eq!(subflows.len(), 2);
+    // `tuning.hs_congestion` on the proxy's HS-Path alone.
+    let cc = |kind: &str| {
+        let sf = subflows.iter().find(|s| s["kind"] == kind).unwrap();
+        sf["links"][0]["congestion"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(cc("helper"), "reno", "{v}");
+    let direct = cc("direct");
+    assert!(!direct.is_empty() && direct != "reno", "{v}");
     let m = http_get(c.proxy.control, "/metrics").unwrap();
     assert!(m.contains("mpbond_sessions_active 1"), "{m}");
     assert!(m.contains("mpbond_subflow_throughput_bps{"), "{m}");

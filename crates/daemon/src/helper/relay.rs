@@ -94,6 +94,7 @@ impl Slot {
             tcp: self.meter.tcp,
             // The helper's relay has no queue guard (docs/design.md).
             pacing_cap: None,
+            congestion: crate::sys::congestion(self.sock.as_ref()).unwrap_or_default(),
         }
     }
 }

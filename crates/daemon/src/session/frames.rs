@@ -156,6 +156,9 @@ impl Session {
             PathKind::Helper => format!("hs:{helper_name}"),
         };
         let id = self.add_link(link, name, Some(sfid), None, None);
+        if kind == PathKind::Helper {
+            self.set_hs_congestion(id);
+        }
         self.push(
             id,
             &Frame::MpJoinOk {

@@ -183,6 +183,23 @@ impl Session {
         id
     }
 
+    /// Proxy: gives a helper's link, its HS-Path, `tuning.hs_congestion` when set. The
+    /// link got `tuning.congestion` in [`Session::add_link`] like every other; the HS-Path
+    /// ends at a helper that hands its pipe only in-order data, so its bottleneck queue is
+    /// what a retransmission waits behind while the pipe starves (`Tuning::hs_congestion`).
+    pub(super) fn set_hs_congestion(&mut self, link: LinkId) {
+        let cc = &self.spec.tuning.hs_congestion;
+        if cc.is_empty() {
+            return;
+        }
+        if let Some(l) = self.links.get(&link) {
+            if let Err(e) = sys::set_congestion(l.writer.sock().as_ref(), cc) {
+                tracing::warn!(link = %l.name, congestion = %cc, error = %e,
+                    "HS-Path congestion control not set");
+            }
+        }
+    }
+
     /// Makes a link part of a subflow, creating the subflow if needed.
     pub(super) fn attach(
         &mut self,
@@ -643,6 +660,7 @@ impl Session {
                         pending: l.writer.pending() as u64,
                         tcp: l.meter.tcp,
                         pacing_cap: l.guard.cap(),
+                        congestion: sys::congestion(l.writer.sock().as_ref()).unwrap_or_default(),
                     })
                     .collect();
                 let ests: Vec<&PathEstimator> = sf
