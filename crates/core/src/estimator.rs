@@ -708,30 +708,17 @@ mod tests {
             ..sample(ms, srtt, cwnd)
         };
         let run = |in_flight_share: f64| {
+            let out = |w: u64| (w as f64 * in_flight_share) as u64;
             let mut e = PathEstimator::new(Duration::from_millis(100));
             // After the pings: the initial window over 50 ms.
             e.on_sample(at(0, 0.05, 14_480, 0, 28_000.0));
             assert!((e.throughput() - 289_600.0).abs() < 1.0);
             // The RTT is up a fifth: no standing queue yet, the guess stands.
-            let w = 20_000;
-            e.on_sample(at(
-                40,
-                0.06,
-                w,
-                (w as f64 * in_flight_share) as u64,
-                64_000.0,
-            ));
+            e.on_sample(at(40, 0.06, 20_000, out(20_000), 64_000.0));
             let guess = e.throughput();
             assert!(guess >= 289_600.0, "{guess}");
             // Half again the minimum RTT.
-            let w = 22_680;
-            e.on_sample(at(
-                80,
-                0.077,
-                w,
-                (w as f64 * in_flight_share) as u64,
-                90_000.0,
-            ));
+            e.on_sample(at(80, 0.077, 22_680, out(22_680), 90_000.0));
             (guess, e.throughput())
         };
         let (_, full) = run(1.0);
