@@ -222,7 +222,7 @@ impl PathEstimator {
         // quarter too much of a 1 MB download (docs/evaluation.md, item 17).
         let guessed = self.last_busy.is_none();
         let bottleneck = self.measures_bottleneck(&s);
-        let Some(sample) = self.rate_sample(&s) else {
+        let Some(sample) = self.rate_sample(&s, bottleneck) else {
             return;
         };
         self.throughput = Some(match (self.throughput, self.last) {
@@ -256,8 +256,8 @@ impl PathEstimator {
     }
 
     /// The rate `s` contributes to the average, or `None` when it says nothing new about the
-    /// path.
-    fn rate_sample(&mut self, s: &TcpSample) -> Option<f64> {
+    /// path; `bottleneck` is [`PathEstimator::measures_bottleneck`] of `s`.
+    fn rate_sample(&mut self, s: &TcpSample, bottleneck: bool) -> Option<f64> {
         let window_rate = s.cwnd as f64 / s.srtt;
         let Some(r) = s.delivery_rate.filter(|r| r.is_finite() && *r > 0.0) else {
             // A reading without a delivery rate (the kernel skips intervals shorter than the
@@ -270,7 +270,7 @@ impl PathEstimator {
             Some(d) if d.is_finite() && self.floor_until.is_some_and(|u| s.now <= u) => r.max(d),
             _ => r,
         };
-        let (r, understated) = if s.app_limited && !self.measures_bottleneck(s) {
+        let (r, understated) = if s.app_limited && !bottleneck {
             // An application-limited sample only bounds the path from below. Until the path
             // has been seen busy, what its window sends in the next round trip is the better
             // guess: a session whose links carried only pings otherwise starts every path at
@@ -290,7 +290,7 @@ impl PathEstimator {
             // until it leaves that slow start, a sample tells how far the window has got, not
             // what the path carries.
             self.restarting = s.slow_start && (self.restarting || idle);
-            (r, self.restarting && !self.measures_bottleneck(s))
+            (r, self.restarting && !bottleneck)
         };
         // A sample that understates the path can raise the estimate, never lower it.
         if understated && self.throughput.is_some_and(|t| r <= t) {

@@ -197,6 +197,16 @@ pub struct Tuning {
 }
 
 impl Tuning {
+    /// The congestion control to set on a link, empty for the system's: `hs_congestion` on
+    /// a proxy's HS-Path when it is set, `congestion` everywhere else.
+    pub fn congestion_for(&self, hs_path: bool) -> &str {
+        if hs_path && !self.hs_congestion.is_empty() {
+            &self.hs_congestion
+        } else {
+            &self.congestion
+        }
+    }
+
     /// The PAD formula `pams_pad` names, or the error to show for it.
     pub fn pad_model(&self) -> Result<mpbond_core::scheduler::PadModel, String> {
         self.pams_pad

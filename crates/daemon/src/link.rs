@@ -128,9 +128,10 @@ fn prepare(sock: &TcpStream) -> io::Result<()> {
 /// Applies the link settings of `tuning` to an established link: the low-water mark (the
 /// scheduler decides late), kernel pacing, the congestion control and its restart after a
 /// pause in stream data ([`LinkWriter::set_cc_restart`]). Used by the session (proxy and
-/// primary) and by the helper's relay, so every link of mpbond sends the same way. Failures
-/// are logged and the link is kept: it still works, only less well.
-pub fn tune(writer: &mut LinkWriter, tuning: &crate::config::Tuning) {
+/// primary) and by the helper's relay, so every link of mpbond sends the same way, but for
+/// the congestion control of a proxy's HS-Path (`hs_path`; `Tuning::congestion_for`).
+/// Failures are logged and the link is kept: it still works, only less well.
+pub fn tune(writer: &mut LinkWriter, tuning: &crate::config::Tuning, hs_path: bool) {
     writer.set_cc_restart(tuning.cc_restart.0);
     let sock = writer.sock.as_ref();
     if let Err(e) = crate::sys::set_notsent_lowat(sock, tuning.lowat.0 as u32) {
@@ -141,9 +142,10 @@ pub fn tune(writer: &mut LinkWriter, tuning: &crate::config::Tuning) {
             tracing::warn!(error = %e, "kernel pacing not set");
         }
     }
-    if !tuning.congestion.is_empty() {
-        if let Err(e) = crate::sys::set_congestion(sock, &tuning.congestion) {
-            tracing::warn!(congestion = %tuning.congestion, error = %e,
+    let congestion = tuning.congestion_for(hs_path);
+    if !congestion.is_empty() {
+        if let Err(e) = crate::sys::set_congestion(sock, congestion) {
+            tracing::warn!(congestion = %congestion, error = %e,
                 "congestion control not set (see /proc/sys/net/ipv4/tcp_available_congestion_control)");
         }
     }

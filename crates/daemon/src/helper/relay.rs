@@ -194,7 +194,7 @@ impl Relay {
         let sock = writer.sock().clone();
         let last_rx = reader.last_rx();
         let blocked = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        crate::link::tune(&mut writer, &self.shared.tuning);
+        crate::link::tune(&mut writer, &self.shared.tuning, false);
         let peer = sock
             .peer_addr()
             .map(|a| a.to_string())

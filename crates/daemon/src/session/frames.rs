@@ -155,10 +155,7 @@ impl Session {
             PathKind::Direct => "ps".to_string(),
             PathKind::Helper => format!("hs:{helper_name}"),
         };
-        let id = self.add_link(link, name, Some(sfid), None, None);
-        if kind == PathKind::Helper {
-            self.set_hs_congestion(id);
-        }
+        let id = self.add_link(link, name, Some(sfid), None, None, kind == PathKind::Helper);
         self.push(
             id,
             &Frame::MpJoinOk {
@@ -195,7 +192,7 @@ impl Session {
         link: Link,
         gone: oneshot::Sender<()>,
     ) {
-        let id = self.add_link(link, name, None, Some(helper), Some(gone));
+        let id = self.add_link(link, name, None, Some(helper), Some(gone), false);
         if let Some(&sf) = self.helper_subflow.get(&helper) {
             self.attach(
                 id,

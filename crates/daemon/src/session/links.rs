@@ -80,7 +80,8 @@ pub(super) struct SubflowState {
 }
 
 impl Session {
-    /// Registers a link and starts its reader and watcher tasks.
+    /// Registers a link and starts its reader and watcher tasks. `hs_path`: a proxy's link
+    /// to a helper, which takes `tuning.hs_congestion` ([`crate::link::tune`]).
     pub(super) fn add_link(
         &mut self,
         link: Link,
@@ -88,6 +89,7 @@ impl Session {
         subflow: Option<SubflowId>,
         helper: Option<PublicKey>,
         gone: Option<oneshot::Sender<()>>,
+        hs_path: bool,
     ) -> LinkId {
         let id = self.next_link;
         self.next_link += 1;
@@ -99,7 +101,7 @@ impl Session {
         let last_rx = reader.last_rx();
         let sock = writer.sock().clone();
         let lowat = self.spec.tuning.lowat.0;
-        crate::link::tune(&mut writer, &self.spec.tuning);
+        crate::link::tune(&mut writer, &self.spec.tuning, hs_path);
         let peer_addr = sock
             .peer_addr()
             .map(|a| a.to_string())
@@ -181,23 +183,6 @@ impl Session {
         Metrics::inc(&self.spec.metrics.links_opened);
         self.orphaned_since = None;
         id
-    }
-
-    /// Proxy: gives a helper's link, its HS-Path, `tuning.hs_congestion` when set. The
-    /// link got `tuning.congestion` in [`Session::add_link`] like every other; the HS-Path
-    /// ends at a helper that hands its pipe only in-order data, so its bottleneck queue is
-    /// what a retransmission waits behind while the pipe starves (`Tuning::hs_congestion`).
-    pub(super) fn set_hs_congestion(&mut self, link: LinkId) {
-        let cc = &self.spec.tuning.hs_congestion;
-        if cc.is_empty() {
-            return;
-        }
-        if let Some(l) = self.links.get(&link) {
-            if let Err(e) = sys::set_congestion(l.writer.sock().as_ref(), cc) {
-                tracing::warn!(link = %l.name, congestion = %cc, error = %e,
-                    "HS-Path congestion control not set");
-            }
-        }
     }
 
     /// Makes a link part of a subflow, creating the subflow if needed.

@@ -405,7 +405,7 @@ impl Session {
                 leftover,
                 gone,
             } => {
-                let id = self.add_link(link, name, Some(subflow), None, gone);
+                let id = self.add_link(link, name, Some(subflow), None, gone, false);
                 self.attach(id, subflow, kind, None, None);
                 self.on_frames(id, leftover);
             }
