@@ -405,7 +405,10 @@ impl Session {
                 leftover,
                 gone,
             } => {
-                let id = self.add_link(link, name, Some(subflow), None, gone, false);
+                // A session the primary opened through a helper: its first subflow is an
+                // HS-Path as much as one that joins later.
+                let hs_path = self.spec.side == Side::Proxy && kind == PathKind::Helper;
+                let id = self.add_link(link, name, Some(subflow), None, gone, hs_path);
                 self.attach(id, subflow, kind, None, None);
                 self.on_frames(id, leftover);
             }
