@@ -165,6 +165,14 @@ pub struct Tuning {
     /// ([`crate::queue_guard`]; docs/evaluation.md, item 34). 0: off (`mpbond-no-guard` in
     /// the lab). Needs `pacing`.
     pub queue_guard: f64,
+    /// The queue guard of a proxy's HS-Paths, in slow start and in congestion avoidance
+    /// alike, in place of `queue_guard` there (0: off, the HS-Paths take `queue_guard`).
+    /// A helper splits TCP (MPBond §4.2) and hands its pipe only what the HS-Path delivered
+    /// in order, so a drop at the HS-Path's full queue starves the pipe until the
+    /// retransmission has crossed that queue; held at a small factor over the rate it
+    /// delivers, the HS-Path's queue fills too slowly to overflow in a download
+    /// (docs/evaluation.md, item 38; `mpbond-hs-guard` in the lab). Needs `pacing`.
+    pub hs_queue_guard: f64,
     /// When stream data resumes on a link after this long without any, a CUBIC link's
     /// congestion control starts afresh, so that HyStart judges the new transfer's delay
     /// against the path as it is now, not against the smallest RTT the link's small frames
@@ -238,6 +246,7 @@ impl Default for Tuning {
             drain_floor: mpbond_core::estimator::DRAIN_FLOOR_RTTS,
             pacing: true,
             queue_guard: crate::queue_guard::DEFAULT_FACTOR,
+            hs_queue_guard: 0.0,
             cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),
             hs_congestion: String::new(),
@@ -561,11 +570,15 @@ impl Config {
                 ));
             }
         }
-        if !(t.queue_guard.is_finite() && (t.queue_guard == 0.0 || t.queue_guard >= 1.0)) {
-            return Err(format!(
-                "tuning.queue_guard must be 0 (off) or a factor >= 1 over the rate a link delivers (e.g. 1.25), not {}",
-                t.queue_guard
-            ));
+        for (key, factor, e) in [
+            ("queue_guard", t.queue_guard, "1.25"),
+            ("hs_queue_guard", t.hs_queue_guard, "1.1"),
+        ] {
+            if !(factor.is_finite() && (factor == 0.0 || factor >= 1.0)) {
+                return Err(format!(
+                    "tuning.{key} must be 0 (off) or a factor >= 1 over the rate a link delivers (e.g. {e}), not {factor}"
+                ));
+            }
         }
         if let Some(w) = t.time_value {
             if !(w.is_finite() && w >= 0.0) {
@@ -743,6 +756,7 @@ allow = [{{ name = "friend", key = "{}" }}]
             ("time_value = inf", ["time_value", "joules per second"]),
             ("queue_guard = 0.5", ["queue_guard", "factor >= 1"]),
             ("queue_guard = nan", ["queue_guard", "0 (off)"]),
+            ("hs_queue_guard = 0.9", ["hs_queue_guard", "factor >= 1"]),
         ] {
             let e = Config::parse(
                 &format!("key = \"k\"\n[tuning]\n{bad}\n[proxy]\nlisten = \"0.0.0.0:1\"\n"),

@@ -56,6 +56,8 @@ pub const DEFAULT_FACTOR: f64 = 1.25;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QueueGuard {
     factor: f64,
+    /// Whether it also holds in congestion avoidance (an HS-Path's own guard).
+    past_slow_start: bool,
     /// The cap the socket has now ([`NO_CAP`] when none).
     cap: u64,
 }
@@ -66,7 +68,25 @@ impl QueueGuard {
     pub fn new(factor: f64) -> Self {
         QueueGuard {
             factor,
+            past_slow_start: false,
             cap: NO_CAP,
+        }
+    }
+
+    /// The guard of a link with `tuning`: none without `pacing` (the guard works through
+    /// the kernel's pacing, and a cap would turn it on); on a proxy's HS-Path (`hs_path`)
+    /// with `hs_queue_guard` set, that factor in every phase; else `queue_guard` in slow
+    /// start.
+    pub fn for_link(tuning: &crate::config::Tuning, hs_path: bool) -> Self {
+        if !tuning.pacing {
+            QueueGuard::new(0.0)
+        } else if hs_path && tuning.hs_queue_guard >= 1.0 {
+            QueueGuard {
+                past_slow_start: true,
+                ..QueueGuard::new(tuning.hs_queue_guard)
+            }
+        } else {
+            QueueGuard::new(tuning.queue_guard)
         }
     }
 
@@ -98,7 +118,7 @@ impl QueueGuard {
     }
 
     fn wanted(&self, info: &TcpInfo, est_rate: f64, fill: f64) -> u64 {
-        if self.factor < 1.0 || !info.slow_start || info.min_rtt_us == 0 {
+        if self.factor < 1.0 || !(info.slow_start || self.past_slow_start) || info.min_rtt_us == 0 {
             return NO_CAP;
         }
         let rate = (info.delivery_rate as f64).max(est_rate);
@@ -197,6 +217,39 @@ mod tests {
         // A fill the meter has not measured yet counts as full packets.
         let mut g = QueueGuard::new(1.25);
         assert_eq!(g.check(&info(80, 200_000), 0.0, f64::NAN), Some(1_562_500));
+    }
+
+    #[test]
+    fn an_hs_path_guard_holds_past_slow_start() {
+        let t = crate::config::Tuning {
+            hs_queue_guard: 1.1,
+            ..Default::default()
+        };
+        let mut ca = info(80, 200_000);
+        ca.slow_start = false;
+        // The ordinary guard leaves congestion avoidance alone, on any link.
+        assert_eq!(QueueGuard::for_link(&t, false).check(&ca, 0.0, 1.0), None);
+        // An HS-Path's own guard caps it there too, at its factor, and in slow start.
+        let mut hs = QueueGuard::for_link(&t, true);
+        assert_eq!(hs.check(&ca, 0.0, 1.0), Some(1_375_000));
+        assert_eq!(
+            QueueGuard::for_link(&t, true).check(&info(80, 200_000), 0.0, 1.0),
+            Some(1_375_000)
+        );
+        // It still lifts when the queue drains.
+        ca.rtt_us = 60_000;
+        assert_eq!(hs.check(&ca, 0.0, 1.0), Some(NO_CAP));
+        // Unset, an HS-Path takes the ordinary guard; without pacing there is none.
+        let plain = crate::config::Tuning::default();
+        assert_eq!(
+            QueueGuard::for_link(&plain, true).check(&ca, 0.0, 1.0),
+            None
+        );
+        let unpaced = crate::config::Tuning { pacing: false, ..t };
+        assert_eq!(
+            QueueGuard::for_link(&unpaced, true).check(&info(80, 200_000), 0.0, 1.0),
+            None
+        );
     }
 
     #[test]

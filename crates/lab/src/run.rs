@@ -1306,6 +1306,7 @@ fn start_mpbond(
         MpbondVariant::NoCcRestart => "[tuning]\ncc_restart = \"0ms\"\n",
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
         MpbondVariant::HsBbr => "[tuning]\nhs_congestion = \"bbr\"\n",
+        MpbondVariant::HsGuard => "[tuning]\nhs_queue_guard = 1.1\n",
         _ => "",
     };
     let eco;

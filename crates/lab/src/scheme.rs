@@ -61,6 +61,9 @@ pub enum MpbondVariant {
     /// BBR on the proxy's HS-Paths alone (`tuning.hs_congestion = "bbr"`), the testbed's `cc`
     /// everywhere else: a short queue for a helper's retransmissions to wait behind.
     HsBbr,
+    /// The HS-Paths' own queue guard at 1.1 (`tuning.hs_queue_guard`), in slow start and
+    /// congestion avoidance: CUBIC kept, its queue filling too slowly to overflow.
+    HsGuard,
     /// The primary waits for the proxy to reach the origin before it relays the
     /// application's bytes (`[primary] early_data = false`): what 0-RTT stream open buys.
     WaitOpen,
@@ -77,7 +80,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 20] = [
+    const ALL: [MpbondVariant; 21] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -96,6 +99,7 @@ impl MpbondVariant {
         MpbondVariant::NoCcRestart,
         MpbondVariant::Bbr,
         MpbondVariant::HsBbr,
+        MpbondVariant::HsGuard,
         MpbondVariant::WaitOpen,
         MpbondVariant::Eco(ECO_TIME_VALUE_MW),
     ];
@@ -120,6 +124,7 @@ impl MpbondVariant {
             MpbondVariant::NoCcRestart => "mpbond-no-cc-restart",
             MpbondVariant::Bbr => "mpbond-bbr",
             MpbondVariant::HsBbr => "mpbond-hs-bbr",
+            MpbondVariant::HsGuard => "mpbond-hs-guard",
             MpbondVariant::WaitOpen => "mpbond-wait-open",
             MpbondVariant::Eco(_) => "mpbond-eco",
         }
@@ -344,6 +349,7 @@ mod tests {
             "mpbond-no-drain-floor",
             "mpbond-bbr@2",
             "mpbond-hs-bbr",
+            "mpbond-hs-guard",
             "mpbond-wait-open",
             "mpbond-eco@2",
             "mpbond-eco-0W",

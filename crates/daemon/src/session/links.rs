@@ -81,7 +81,8 @@ pub(super) struct SubflowState {
 
 impl Session {
     /// Registers a link and starts its reader and watcher tasks. `hs_path`: a proxy's link
-    /// to a helper, which takes `tuning.hs_congestion` ([`crate::link::tune`]).
+    /// to a helper, which takes `tuning.hs_congestion` ([`crate::link::tune`]) and
+    /// `tuning.hs_queue_guard` ([`QueueGuard::for_link`]).
     pub(super) fn add_link(
         &mut self,
         link: Link,
@@ -171,12 +172,7 @@ impl Session {
                 data_segs_seen: 0,
                 activity: crate::quiet::Activity::default(),
                 helper,
-                guard: QueueGuard::new(if self.spec.tuning.pacing {
-                    self.spec.tuning.queue_guard
-                } else {
-                    // The guard works through the kernel's pacing; a cap would turn it on.
-                    0.0
-                }),
+                guard: QueueGuard::for_link(&self.spec.tuning, hs_path),
                 gone,
             },
         );
