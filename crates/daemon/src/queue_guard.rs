@@ -56,8 +56,13 @@ pub const DEFAULT_FACTOR: f64 = 1.25;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QueueGuard {
     factor: f64,
-    /// Whether it also holds in congestion avoidance (an HS-Path's own guard).
+    /// Whether it can also hold in congestion avoidance (an HS-Path's own guard).
     past_slow_start: bool,
+    /// An HS-Path's own guard holds only while the helper's buffer would drain through its
+    /// pipe in less time than the HS-Path's queue delay ([`Self::set_buffer_short`]).
+    buffer_short: bool,
+    /// The slow-start factor when an HS-Path's own guard does not hold.
+    plain_factor: f64,
     /// The cap the socket has now ([`NO_CAP`] when none).
     cap: u64,
 }
@@ -69,6 +74,8 @@ impl QueueGuard {
         QueueGuard {
             factor,
             past_slow_start: false,
+            buffer_short: false,
+            plain_factor: factor,
             cap: NO_CAP,
         }
     }
@@ -83,11 +90,21 @@ impl QueueGuard {
         } else if hs_path && tuning.hs_queue_guard >= 1.0 {
             QueueGuard {
                 past_slow_start: true,
+                plain_factor: tuning.queue_guard,
                 ..QueueGuard::new(tuning.hs_queue_guard)
             }
         } else {
             QueueGuard::new(tuning.queue_guard)
         }
+    }
+
+    /// For an HS-Path's own guard: whether the helper's buffer is short, that is, would
+    /// drain through its pipe (B_p/Th_p, from the pipe's feedback) in less time than the
+    /// HS-Path's queue delay. Only then does a drop at the HS-Path's queue leave the pipe
+    /// idle while the retransmission crosses that queue, so only then does the guard hold
+    /// past slow start and at its own factor; otherwise the link has the ordinary guard.
+    pub fn set_buffer_short(&mut self, short: bool) {
+        self.buffer_short = short;
     }
 
     /// The pacing cap in force, bytes per second, if any.
@@ -118,7 +135,9 @@ impl QueueGuard {
     }
 
     fn wanted(&self, info: &TcpInfo, est_rate: f64, fill: f64) -> u64 {
-        if self.factor < 1.0 || !(info.slow_start || self.past_slow_start) || info.min_rtt_us == 0 {
+        let own = self.past_slow_start && self.buffer_short;
+        let factor = if own { self.factor } else { self.plain_factor };
+        if factor < 1.0 || !(info.slow_start || own) || info.min_rtt_us == 0 {
             return NO_CAP;
         }
         let rate = (info.delivery_rate as f64).max(est_rate);
@@ -135,7 +154,7 @@ impl QueueGuard {
             } else {
                 1.0
             };
-            ((rate * self.factor / fill) as u64).clamp(1, NO_CAP - 1)
+            ((rate * factor / fill) as u64).clamp(1, NO_CAP - 1)
         } else {
             NO_CAP
         }
@@ -229,13 +248,19 @@ mod tests {
         ca.slow_start = false;
         // The ordinary guard leaves congestion avoidance alone, on any link.
         assert_eq!(QueueGuard::for_link(&t, false).check(&ca, 0.0, 1.0), None);
-        // An HS-Path's own guard caps it there too, at its factor, and in slow start.
+        // An HS-Path's own guard, while the helper's buffer is short, caps it there too, at
+        // its factor, and in slow start.
         let mut hs = QueueGuard::for_link(&t, true);
+        hs.set_buffer_short(true);
         assert_eq!(hs.check(&ca, 0.0, 1.0), Some(1_375_000));
-        assert_eq!(
-            QueueGuard::for_link(&t, true).check(&info(80, 200_000), 0.0, 1.0),
-            Some(1_375_000)
-        );
+        let mut ss = QueueGuard::for_link(&t, true);
+        ss.set_buffer_short(true);
+        assert_eq!(ss.check(&info(80, 200_000), 0.0, 1.0), Some(1_375_000));
+        // With a buffer that outlasts the HS-Path's queue, it is the ordinary guard: none in
+        // congestion avoidance, 1.25 in slow start.
+        let mut long = QueueGuard::for_link(&t, true);
+        assert_eq!(long.check(&ca, 0.0, 1.0), None);
+        assert_eq!(long.check(&info(80, 200_000), 0.0, 1.0), Some(1_562_500));
         // It still lifts when the queue drains.
         ca.rtt_us = 60_000;
         assert_eq!(hs.check(&ca, 0.0, 1.0), Some(NO_CAP));
