@@ -56,13 +56,12 @@ pub const DEFAULT_FACTOR: f64 = 1.25;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QueueGuard {
     factor: f64,
-    /// Whether it can also hold in congestion avoidance (an HS-Path's own guard).
-    past_slow_start: bool,
-    /// An HS-Path's own guard holds only while the helper's buffer would drain through its
-    /// pipe in less time than the HS-Path's queue delay ([`Self::set_buffer_short`]).
+    /// An HS-Path's own factor (`tuning.hs_queue_guard`), which holds in slow start and
+    /// congestion avoidance alike while the helper's buffer is short.
+    hs_factor: Option<f64>,
+    /// Whether the helper's buffer would drain through its pipe in less time than the
+    /// HS-Path's queue delay ([`Self::set_buffer_short`]).
     buffer_short: bool,
-    /// The slow-start factor when an HS-Path's own guard does not hold.
-    plain_factor: f64,
     /// The cap the socket has now ([`NO_CAP`] when none).
     cap: u64,
 }
@@ -73,25 +72,24 @@ impl QueueGuard {
     pub fn new(factor: f64) -> Self {
         QueueGuard {
             factor,
-            past_slow_start: false,
+            hs_factor: None,
             buffer_short: false,
-            plain_factor: factor,
             cap: NO_CAP,
         }
     }
 
     /// The guard of a link with `tuning`: none without `pacing` (the guard works through
     /// the kernel's pacing, and a cap would turn it on); on a proxy's HS-Path (`hs_path`)
-    /// with `hs_queue_guard` set, that factor in every phase; else `queue_guard` in slow
-    /// start.
+    /// with `hs_queue_guard` set, that factor in every phase while the helper's buffer is
+    /// short, and `queue_guard` in slow start otherwise; on any other link `queue_guard` in
+    /// slow start.
     pub fn for_link(tuning: &crate::config::Tuning, hs_path: bool) -> Self {
         if !tuning.pacing {
             QueueGuard::new(0.0)
         } else if hs_path && tuning.hs_queue_guard >= 1.0 {
             QueueGuard {
-                past_slow_start: true,
-                plain_factor: tuning.queue_guard,
-                ..QueueGuard::new(tuning.hs_queue_guard)
+                hs_factor: Some(tuning.hs_queue_guard),
+                ..QueueGuard::new(tuning.queue_guard)
             }
         } else {
             QueueGuard::new(tuning.queue_guard)
@@ -135,9 +133,9 @@ impl QueueGuard {
     }
 
     fn wanted(&self, info: &TcpInfo, est_rate: f64, fill: f64) -> u64 {
-        let own = self.past_slow_start && self.buffer_short;
-        let factor = if own { self.factor } else { self.plain_factor };
-        if factor < 1.0 || !(info.slow_start || own) || info.min_rtt_us == 0 {
+        let own = self.hs_factor.filter(|_| self.buffer_short);
+        let factor = own.unwrap_or(self.factor);
+        if factor < 1.0 || !(info.slow_start || own.is_some()) || info.min_rtt_us == 0 {
             return NO_CAP;
         }
         let rate = (info.delivery_rate as f64).max(est_rate);
