@@ -59,9 +59,9 @@ pub struct QueueGuard {
     /// An HS-Path's own factor (`tuning.hs_queue_guard`), which holds in slow start and
     /// congestion avoidance alike while the helper's buffer is short.
     hs_factor: Option<f64>,
-    /// Whether the helper's buffer would drain through its pipe in less time than the
-    /// HS-Path's queue delay ([`Self::set_buffer_short`]).
-    buffer_short: bool,
+    /// How long the helper's buffer takes to drain through its pipe, seconds, if known
+    /// ([`Self::set_pipe_drain`]).
+    pipe_drain: Option<f64>,
     /// The cap the socket has now ([`NO_CAP`] when none).
     cap: u64,
 }
@@ -73,7 +73,7 @@ impl QueueGuard {
         QueueGuard {
             factor,
             hs_factor: None,
-            buffer_short: false,
+            pipe_drain: None,
             cap: NO_CAP,
         }
     }
@@ -96,13 +96,19 @@ impl QueueGuard {
         }
     }
 
-    /// For an HS-Path's own guard: whether the helper's buffer is short, that is, would
-    /// drain through its pipe (B_p/Th_p, from the pipe's feedback) in less time than the
-    /// HS-Path's queue delay. Only then does a drop at the HS-Path's queue leave the pipe
-    /// idle while the retransmission crosses that queue, so only then does the guard hold
-    /// past slow start and at its own factor; otherwise the link has the ordinary guard.
-    pub fn set_buffer_short(&mut self, short: bool) {
-        self.buffer_short = short;
+    /// Whether this is an HS-Path's own guard, which needs [`Self::set_pipe_drain`].
+    pub fn watches_pipe(&self) -> bool {
+        self.hs_factor.is_some()
+    }
+
+    /// For an HS-Path's own guard: how long the helper's buffer takes to drain through its
+    /// pipe (B_p/Th_p, from the pipe's feedback), if known. The buffer is short when that is
+    /// less than the HS-Path's queue delay (smoothed RTT less the minimum). Only then does a
+    /// drop at the HS-Path's queue leave the pipe idle while the retransmission crosses that
+    /// queue, so only then does the guard hold past slow start and at its own factor;
+    /// otherwise the link has the ordinary guard.
+    pub fn set_pipe_drain(&mut self, seconds: Option<f64>) {
+        self.pipe_drain = seconds;
     }
 
     /// The pacing cap in force, bytes per second, if any.
@@ -133,7 +139,9 @@ impl QueueGuard {
     }
 
     fn wanted(&self, info: &TcpInfo, est_rate: f64, fill: f64) -> u64 {
-        let own = self.hs_factor.filter(|_| self.buffer_short);
+        let queue_delay = f64::from(info.rtt_us.saturating_sub(info.min_rtt_us)) / 1e6;
+        let buffer_short = self.pipe_drain.is_some_and(|d| d < queue_delay);
+        let own = self.hs_factor.filter(|_| buffer_short);
         let factor = own.unwrap_or(self.factor);
         if factor < 1.0 || !(info.slow_start || own.is_some()) || info.min_rtt_us == 0 {
             return NO_CAP;
@@ -249,14 +257,15 @@ mod tests {
         // An HS-Path's own guard, while the helper's buffer is short, caps it there too, at
         // its factor, and in slow start.
         let mut hs = QueueGuard::for_link(&t, true);
-        hs.set_buffer_short(true);
+        hs.set_pipe_drain(Some(0.0));
         assert_eq!(hs.check(&ca, 0.0, 1.0), Some(1_375_000));
         let mut ss = QueueGuard::for_link(&t, true);
-        ss.set_buffer_short(true);
+        ss.set_pipe_drain(Some(0.0));
         assert_eq!(ss.check(&info(80, 200_000), 0.0, 1.0), Some(1_375_000));
         // With a buffer that outlasts the HS-Path's queue, it is the ordinary guard: none in
         // congestion avoidance, 1.25 in slow start.
         let mut long = QueueGuard::for_link(&t, true);
+        long.set_pipe_drain(Some(0.5));
         assert_eq!(long.check(&ca, 0.0, 1.0), None);
         assert_eq!(long.check(&info(80, 200_000), 0.0, 1.0), Some(1_562_500));
         // It still lifts when the queue drains.

@@ -367,17 +367,16 @@ impl Session {
                 if !l.idle && l.writer.pending() == 0 && t.notsent_bytes < l.lowat {
                     l.idle = true;
                 }
-                // An HS-Path's own guard holds while the helper's buffer drains through its
-                // pipe sooner than the HS-Path's queue delay (`QueueGuard::set_buffer_short`).
-                let queue_delay = f64::from(t.rtt_us.saturating_sub(t.min_rtt_us)) / 1e6;
-                let short = l
-                    .subflow
-                    .and_then(|sf| self.subflows.get(&sf))
-                    .and_then(|sf| sf.pipe.view())
-                    .is_some_and(|p| {
-                        p.throughput > 0.0 && (p.buffered as f64) < p.throughput * queue_delay
-                    });
-                l.guard.set_buffer_short(short);
+                // An HS-Path's own guard weighs the helper's buffer (`set_pipe_drain`).
+                if l.guard.watches_pipe() {
+                    let drain = l
+                        .subflow
+                        .and_then(|sf| self.subflows.get(&sf))
+                        .and_then(|sf| sf.pipe.view())
+                        .filter(|p| p.throughput > 0.0)
+                        .map(|p| p.buffered as f64 / p.throughput);
+                    l.guard.set_pipe_drain(drain);
+                }
                 let was_capped = l.guard.cap().is_some();
                 if let Some(cap) = l.guard.check(&t, l.meter.est.throughput(), l.meter.fill()) {
                     if !was_capped {
