@@ -9,7 +9,9 @@
 //! - [`estimator`]: RTT and throughput of paths, and pipe feedback (MPBond §4.3.2);
 //! - [`scheduler`]: PAMS (MPBond §4.3) and the baselines minRTT, round-robin and SWTC;
 //! - [`path`]: the numbers a scheduler sees of each subflow;
-//! - [`energy`]: the radios' power model, shared by PAMS's energy-aware admission and the lab.
+//! - [`energy`]: the radios' power model, shared by PAMS's energy-aware admission and the lab;
+//! - [`queue_guard`]: the pacing cap that keeps a link's slow start from overflowing its
+//!   bottleneck's queue.
 
 pub mod conn;
 pub mod energy;
@@ -17,6 +19,7 @@ pub mod estimator;
 pub mod feedback;
 pub mod goodput;
 pub mod path;
+pub mod queue_guard;
 pub mod ranges;
 pub mod scheduler;
 mod time;

@@ -15,7 +15,7 @@ use super::{Event, LinkId, Session, Side, PING_EVERY};
 use crate::keys::PublicKey;
 use crate::link::{Link, LinkWriter};
 use crate::meter::Meter;
-use crate::queue_guard::QueueGuard;
+use crate::queue_guard::{self, GuardReading, QueueGuard};
 use crate::status::{LinkStatus, Metrics, PipeStatus, SubflowStatus};
 use crate::sys;
 
@@ -82,7 +82,7 @@ pub(super) struct SubflowState {
 impl Session {
     /// Registers a link and starts its reader and watcher tasks. `hs_path`: a proxy's link
     /// to a helper, which takes `tuning.hs_congestion` ([`crate::link::tune`]) and
-    /// `tuning.hs_queue_guard` ([`QueueGuard::for_link`]).
+    /// `tuning.hs_queue_guard` ([`queue_guard::for_link`]).
     pub(super) fn add_link(
         &mut self,
         link: Link,
@@ -172,7 +172,7 @@ impl Session {
                 data_segs_seen: 0,
                 activity: crate::quiet::Activity::default(),
                 helper,
-                guard: QueueGuard::for_link(&self.spec.tuning, hs_path),
+                guard: queue_guard::for_link(&self.spec.tuning, hs_path),
                 gone,
             },
         );
@@ -378,11 +378,17 @@ impl Session {
                     l.guard.set_pipe_drain(drain);
                 }
                 let was_capped = l.guard.cap().is_some();
-                if let Some(cap) = l.guard.check(&t, l.meter.est.throughput(), l.meter.fill()) {
+                if let Some(cap) = l.guard.check(
+                    &GuardReading::from(&t),
+                    l.meter.est.throughput(),
+                    l.meter.fill(),
+                ) {
                     if !was_capped {
                         Metrics::inc(&self.spec.metrics.queue_guard_caps);
                     }
-                    tracing::debug!(link = %l.name, cap, srtt_us = t.rtt_us,
+                    // Under the guard's own target, so that
+                    // RUST_LOG=mpbond_daemon::queue_guard=debug shows it (docs/evaluation.md).
+                    tracing::debug!(target: "mpbond_daemon::queue_guard", link = %l.name, cap, srtt_us = t.rtt_us,
                         min_rtt_us = t.min_rtt_us, in_flight = t.unacked_bytes, "queue guard");
                     if let Err(e) = sys::set_pacing_cap(l.writer.sock().as_ref(), cap) {
                         tracing::debug!(link = %l.name, error = %e, "pacing cap not set");
