@@ -528,3 +528,28 @@ fn sim_refuses_a_bad_count_of_rtts() {
         );
     }
 }
+
+/// A queue guard for the simulator needs its pacing and a factor it can use: a factor below
+/// 1 (but 0, off) or a guard without `--pacing` is refused before any simulation runs,
+/// with the flag and the rule in the message.
+#[test]
+fn sim_refuses_a_queue_guard_it_cannot_run() {
+    for (args, want) in [
+        (vec!["--pacing", "--hs-queue-guard=0.9"], ">= 1"),
+        (vec!["--pacing", "--queue-guard=nan"], ">= 1"),
+        (vec!["--hs-queue-guard=1.1"], "need --pacing"),
+        (vec!["--queue-guard=1.25"], "need --pacing"),
+    ] {
+        let out = mpbond()
+            .args(["sim", "--size", "1MB"])
+            .args(&args)
+            .output()
+            .expect("run mpbond sim");
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("queue-guard") && err.contains(want),
+            "{args:?}: {err}"
+        );
+    }
+}

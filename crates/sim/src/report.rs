@@ -25,6 +25,14 @@ pub struct SubflowResult {
     pub died_s: Option<f64>,
     /// How often it came back after dying (`Scenario::rejoin`).
     pub rejoins: u64,
+    /// Packets its WAN link's queue dropped (the connection in use at the end).
+    pub wan_queue_drops: u64,
+    /// Packets its pipe's queue dropped (the connection in use at the end; 0 for the
+    /// PS-Path).
+    pub pipe_queue_drops: u64,
+    /// How often the proxy's queue guard started capping its WAN link's pacing
+    /// (`Scenario::queue_guard`, with pacing on).
+    pub guard_caps: u64,
 }
 
 /// Reinjection counters.

@@ -240,6 +240,15 @@ pub struct Scenario {
     /// read them; without them those rules are inert, as in the simulator before it modelled
     /// radios.
     pub radio_state: bool,
+    /// The proxy's queue guard on its PS-Path and HS-Paths, as the daemons'
+    /// `tuning.queue_guard` (`mpbond_core::queue_guard`): pace a link filling its queue in
+    /// slow start at this factor over its delivered rate; below 1, off. It acts only with
+    /// `tcp.pacing`, as in the daemons.
+    pub queue_guard: f64,
+    /// An HS-Path's own guard, as `tuning.hs_queue_guard` (docs/evaluation.md, item 38): in
+    /// slow start and congestion avoidance while the helper's buffer would drain sooner than
+    /// the HS-Path's queue delay; below 1, the HS-Paths take `queue_guard`.
+    pub hs_queue_guard: f64,
 }
 
 impl Scenario {
@@ -290,6 +299,8 @@ impl Scenario {
             wan_radio: Radio::Lte,
             pipe_radio: Radio::Wifi,
             radio_state: true,
+            queue_guard: mpbond_core::queue_guard::DEFAULT_FACTOR,
+            hs_queue_guard: 0.0,
         }
     }
 

@@ -22,6 +22,12 @@
 //! - **Flow control.** The owner may cap the bytes in flight by a receive window.
 //! - **Sender queue.** Bytes written but never sent are "not sent" bytes; the owner writes
 //!   only while they are below a low-water mark, as the daemons do with TCP_NOTSENT_LOWAT.
+//! - **Pacing** (optional, [`TcpConfig::pacing`]). As Linux paces a socket the daemons turn
+//!   pacing on for (`tuning.pacing`): packets leave no closer than their length over the
+//!   pacing rate, twice the window per smoothed RTT while the window is below half the
+//!   slow-start threshold and 1.2 times it after (`tcp_pacing_ss_ratio`,
+//!   `tcp_pacing_ca_ratio`), never above a cap the owner sets (SO_MAX_PACING_RATE, which
+//!   the queue guard uses). Before the first RTT sample nothing is paced but by the cap.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -43,6 +49,9 @@ pub struct TcpConfig {
     pub min_rto: Duration,
     /// Send a tail loss probe (RFC 8985 §7; Linux's tcp_early_retrans default).
     pub tail_loss_probe: bool,
+    /// Pace packets as Linux does on a socket with pacing on (the daemons'
+    /// `tuning.pacing`); off, a window's packets leave back to back.
+    pub pacing: bool,
 }
 
 impl Default for TcpConfig {
@@ -52,12 +61,17 @@ impl Default for TcpConfig {
             initial_window: 10,
             min_rto: Duration::from_millis(200),
             tail_loss_probe: true,
+            pacing: false,
         }
     }
 }
 
 const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
+/// Linux's pacing rate over the window's rate in slow start (`tcp_pacing_ss_ratio`, 200%)
+/// and in congestion avoidance (`tcp_pacing_ca_ratio`, 120%).
+const PACING_SS_RATIO: f64 = 2.0;
+const PACING_CA_RATIO: f64 = 1.2;
 
 #[derive(Clone, Copy, Debug)]
 struct Sent {
@@ -127,6 +141,12 @@ pub struct Tcp<F> {
     bytes_acked: u64,
     last_progress: Time,
     rwnd: Option<u64>,
+    /// The pacing cap (SO_MAX_PACING_RATE), bytes per second.
+    pacing_cap: Option<f64>,
+    /// The earliest time pacing lets the next packet leave.
+    next_pace: Time,
+    /// Set when pacing held a packet back: when to try again.
+    pace_at: Option<Time>,
     stats: TcpStats,
     rate_delivered: u64,
     rate_delivered_time: Time,
@@ -168,6 +188,9 @@ impl<F> Tcp<F> {
             bytes_acked: 0,
             last_progress: Time::ZERO,
             rwnd: None,
+            pacing_cap: None,
+            next_pace: Time::ZERO,
+            pace_at: None,
             stats: TcpStats::default(),
             rate_delivered: 0,
             rate_delivered_time: Time::ZERO,
@@ -269,6 +292,40 @@ impl<F> Tcp<F> {
         self.rwnd = rwnd;
     }
 
+    /// Caps the pacing rate, bytes per second (SO_MAX_PACING_RATE; `None`: no cap). Only
+    /// a connection with [`TcpConfig::pacing`] paces.
+    pub fn set_pacing_cap(&mut self, cap: Option<u64>) {
+        self.pacing_cap = cap.map(|c| c as f64);
+    }
+
+    /// The rate packets are paced at, bytes per second, if they are: Linux's
+    /// `tcp_update_pacing_rate` (the window, or the bytes in flight if more, per smoothed
+    /// RTT, times the phase's ratio) under the cap.
+    pub fn pacing_rate(&self) -> Option<f64> {
+        if !self.cfg.pacing {
+            return None;
+        }
+        let window = self.srtt.filter(|s| *s > 0.0).map(|srtt| {
+            let ratio = if self.cwnd < self.ssthresh / 2.0 {
+                PACING_SS_RATIO
+            } else {
+                PACING_CA_RATIO
+            };
+            ratio * self.cwnd.max(self.inflight_bytes as f64) / srtt
+        });
+        match (window, self.pacing_cap) {
+            (Some(w), Some(c)) => Some(w.min(c)),
+            (w, c) => w.or(c),
+        }
+        .filter(|r| *r > 0.0)
+    }
+
+    /// When pacing lets the packet it held back leave, if it held one back: the owner
+    /// calls [`Tcp::try_send`] again then.
+    pub fn pace_deadline(&self) -> Option<Time> {
+        self.pace_at
+    }
+
     /// True when the congestion and receive windows have room for another packet.
     pub fn window_open(&self) -> bool {
         self.inflight_bytes + self.cfg.mss <= self.cwnd as u64
@@ -325,7 +382,13 @@ impl<F> Tcp<F> {
     pub fn try_send(&mut self, now: Time, rng: &mut Rng) -> Option<Time> {
         let mut departure = None;
         let mut sent_any = false;
+        self.pace_at = None;
         while self.window_open() {
+            let pacing = self.pacing_rate();
+            if pacing.is_some() && now < self.next_pace && self.has_data() {
+                self.pace_at = Some(self.next_pace);
+                break;
+            }
             let (start, end, retx) = if let Some((s, e)) = self.lost.pop_front(self.cfg.mss) {
                 (s, e, true)
             } else if self.next_send < self.written {
@@ -362,6 +425,10 @@ impl<F> Tcp<F> {
             self.inflight_bytes += end - start;
             self.stats.packets_sent += 1;
             sent_any = true;
+            if let Some(rate) = pacing {
+                let gap = Duration::from_secs_f64((end - start) as f64 / rate);
+                self.next_pace = self.next_pace.max(now) + gap;
+            }
             if retx {
                 self.stats.retransmissions += 1;
             }
@@ -385,6 +452,11 @@ impl<F> Tcp<F> {
             self.arm_probe(now);
         }
         departure
+    }
+
+    /// Something to send: data to resend or never sent.
+    fn has_data(&self) -> bool {
+        !self.lost.is_empty() || self.next_send < self.written
     }
 
     /// The link's head packet departs at `now`. Returns it with its arrival time at the
@@ -582,15 +654,28 @@ mod tests {
     /// Runs a bulk transfer of `n` 1448-byte frames over one connection and returns the
     /// connection and the time the last frame arrived.
     fn bulk(bps: f64, owd_ms: u64, queue: u64, n: usize) -> (Tcp<usize>, Time, Vec<usize>) {
+        bulk_with(TcpConfig::default(), None, bps, owd_ms, queue, n)
+    }
+
+    /// [`bulk`] with settings and a pacing cap, bytes per second.
+    fn bulk_with(
+        cfg: TcpConfig,
+        cap: Option<u64>,
+        bps: f64,
+        owd_ms: u64,
+        queue: u64,
+        n: usize,
+    ) -> (Tcp<usize>, Time, Vec<usize>) {
         #[derive(PartialEq, Eq, PartialOrd, Ord)]
         enum Ev {
             Depart,
             Arrive(Packet),
             Ack(u64),
             Timer,
+            Pace,
         }
         let mut tcp: Tcp<usize> = Tcp::new(
-            TcpConfig::default(),
+            cfg,
             LinkConfig {
                 rate: RateProfile::constant(bps),
                 delay: Duration::from_millis(owd_ms),
@@ -599,6 +684,7 @@ mod tests {
             },
             Duration::from_millis(owd_ms),
         );
+        tcp.set_pacing_cap(cap);
         for i in 0..n {
             tcp.write(1448, i);
         }
@@ -612,11 +698,15 @@ mod tests {
         if let Some(t) = tcp.try_send(Time::ZERO, &mut rng) {
             push(&mut q, t, Ev::Depart);
         }
+        if let Some(t) = tcp.pace_deadline() {
+            push(&mut q, t, Ev::Pace);
+        }
         push(&mut q, tcp.rto_deadline().unwrap(), Ev::Timer);
         let mut got = Vec::new();
         let mut last = Time::ZERO;
+        let mut paced_at = tcp.pace_deadline();
         while let Some(std::cmp::Reverse((now, _, e))) = q.pop() {
-            match e {
+            let send = match e {
                 Ev::Depart => {
                     if let Some((p, at, next)) = tcp.on_departure(now) {
                         push(&mut q, at, Ev::Arrive(p));
@@ -624,6 +714,7 @@ mod tests {
                             push(&mut q, t, Ev::Depart);
                         }
                     }
+                    false
                 }
                 Ev::Arrive(p) => {
                     let (frames, ack_at) = tcp.on_arrival(now, p);
@@ -632,21 +723,29 @@ mod tests {
                     }
                     got.extend(frames);
                     push(&mut q, ack_at, Ev::Ack(p.id));
+                    false
                 }
                 Ev::Ack(id) => {
                     tcp.on_ack(now, id);
-                    if let Some(t) = tcp.try_send(now, &mut rng) {
-                        push(&mut q, t, Ev::Depart);
-                    }
+                    true
                 }
                 Ev::Timer => {
                     tcp.on_timeout(now);
-                    if let Some(t) = tcp.try_send(now, &mut rng) {
-                        push(&mut q, t, Ev::Depart);
-                    }
                     if let Some(t) = tcp.rto_deadline() {
                         push(&mut q, t.max(now + Duration::from_millis(1)), Ev::Timer);
                     }
+                    true
+                }
+                // Only the wake-up for the deadline in force counts.
+                Ev::Pace => paced_at.take_if(|t| *t == now).is_some(),
+            };
+            if send {
+                if let Some(t) = tcp.try_send(now, &mut rng) {
+                    push(&mut q, t, Ev::Depart);
+                }
+                if let Some(t) = tcp.pace_deadline().filter(|t| paced_at != Some(*t)) {
+                    paced_at = Some(t);
+                    push(&mut q, t, Ev::Pace);
                 }
             }
             if got.len() == n {
@@ -679,6 +778,61 @@ mod tests {
         // RTT between propagation and propagation + full queue.
         let srtt = tcp.srtt().unwrap();
         assert!((0.05..0.05 + 0.05 + 0.01).contains(&srtt), "{srtt}");
+    }
+
+    /// Paced at a cap of 1.25 MB/s on a 100 Mbit/s link, a connection delivers at the cap,
+    /// not at the link's rate, and keeps the link's queue empty: no drop although the
+    /// queue holds only 8 packets. Unpaced, the same transfer's slow start overflows that
+    /// queue.
+    #[test]
+    fn a_pacing_cap_holds_the_rate_and_keeps_the_queue_empty() {
+        let paced = TcpConfig {
+            pacing: true,
+            ..TcpConfig::default()
+        };
+        let n = 2000; // 2.9 MB
+        let (tcp, last, got) = bulk_with(paced.clone(), Some(1_250_000), 100e6, 10, 8 * 1500, n);
+        assert_eq!(got, (0..n).collect::<Vec<_>>());
+        let at_cap = n as f64 * 1448.0 / 1.25e6;
+        let t = last.as_secs_f64();
+        assert!(
+            t > at_cap && t < at_cap * 1.05,
+            "{t:.3} s, {at_cap:.3} s at the cap"
+        );
+        assert_eq!(tcp.link().stats().queue_drops, 0, "{:?}", tcp.stats());
+        assert_eq!(tcp.stats().retransmissions, 0);
+        let (unpaced, ..) = bulk_with(
+            TcpConfig::default(),
+            Some(1_250_000),
+            100e6,
+            10,
+            8 * 1500,
+            n,
+        );
+        assert!(
+            unpaced.link().stats().queue_drops > 0,
+            "the cap paces only a paced socket"
+        );
+    }
+
+    /// Paced without a cap, a connection still fills its link (pacing at twice, then 1.2
+    /// times, the window's rate never holds it below what the window allows) and every
+    /// byte arrives in order.
+    #[test]
+    fn pacing_without_a_cap_still_fills_the_link() {
+        let paced = TcpConfig {
+            pacing: true,
+            ..TcpConfig::default()
+        };
+        let (tcp, last, got) = bulk_with(paced, None, 10e6, 25, 62_500, 5000);
+        assert_eq!(got, (0..5000).collect::<Vec<_>>());
+        let ideal = 5000.0 * 1448.0 * 8.0 / 10e6 + 0.025;
+        let t = last.as_secs_f64();
+        assert!(
+            t > ideal && t < ideal * 1.08,
+            "took {t:.3} s, line rate {ideal:.3} s"
+        );
+        assert!(tcp.pacing_rate().is_some());
     }
 
     #[test]

@@ -33,10 +33,14 @@ use crate::rng::Rng;
 use crate::spec::{FeedbackRoute, HelperSpec, PathSpec, RateSource, Scenario};
 use crate::tcp::Tcp;
 use mpbond_core::energy::PathPower;
+use mpbond_core::queue_guard::{GuardReading, QueueGuard, NO_CAP};
 
 /// How often a flow's drain rate takes a reading: the daemons' tick. Per ACK, its 64
 /// readings would span less than its 50 ms minimum on a fast pipe.
 const DRAIN_READ_EVERY: Duration = Duration::from_millis(5);
+/// How often the proxy's queue guard reads a link: the daemons' tick, at which they read
+/// TCP_INFO (`Session::refresh_links`).
+const GUARD_READ_EVERY: Duration = Duration::from_millis(5);
 
 /// Errors that stop a simulation before it runs.
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +126,8 @@ enum Ev {
     Arrive(usize, u32, Packet),
     Ack(usize, u32, u64),
     Rto(usize, u32),
+    /// Pacing lets flow `f` send again.
+    Pace(usize, u32),
     DataAck(DataAck),
     Feedback(usize, PipeFeedback),
     FeedbackTimer(usize),
@@ -196,6 +202,14 @@ struct World<'a> {
     /// Each subflow's WAN uplink (0: PS, k+1: HS of helper k), where modelled.
     up: Vec<Option<UpLink>>,
     timer_at: Vec<Option<Time>>,
+    /// Per flow, the pacing wake-up in force.
+    pace_at: Vec<Option<Time>>,
+    /// Per flow the proxy sends on (PS-Path, HS-Paths), its queue guard and when it last
+    /// read the link, with pacing on (`TcpConfig::pacing`); none on pipes, whose sender is
+    /// the helper, which runs no guard (docs/design.md).
+    guards: Vec<Option<(QueueGuard, Option<Time>)>>,
+    /// Per subflow, how often its guard started capping its link.
+    guard_caps: Vec<u64>,
     proxy_est: Vec<PathEstimator>,
     pipe_state: Vec<PipeState>,
     sender: Sender,
@@ -260,6 +274,21 @@ fn link_of(p: &PathSpec, mss: u64) -> LinkConfig {
 
 /// A path estimator as a new connection leaves it: one RTT sample (the handshake's) and the
 /// initial window.
+/// The queue guard of flow `f`, as the proxy daemon builds a link's
+/// (`queue_guard::for_link`): with pacing on, the PS-Path takes `queue_guard` and an
+/// HS-Path `hs_queue_guard` while its helper's buffer is short; pipes have none.
+fn guard_of(sc: &Scenario, f: usize) -> Option<(QueueGuard, Option<Time>)> {
+    if !sc.tcp.pacing || pipe_of_flow(f).is_some() {
+        return None;
+    }
+    let g = if f == 0 {
+        QueueGuard::new(sc.queue_guard)
+    } else {
+        QueueGuard::for_hs_path(sc.queue_guard, sc.hs_queue_guard)
+    };
+    Some((g, None))
+}
+
 fn fresh_estimator(sc: &Scenario, rtt: Duration, now: Time) -> PathEstimator {
     let mut e = PathEstimator::new(sc.estimator_tau)
         .with_loss_hold(sc.loss_hold)
@@ -417,6 +446,9 @@ impl<'a> World<'a> {
                 })
                 .collect(),
             timer_at: vec![None; nflows],
+            pace_at: vec![None; nflows],
+            guards: (0..nflows).map(|f| guard_of(sc, f)).collect(),
+            guard_caps: vec![0; n + 1],
             proxy_est,
             pipe_state,
             sender,
@@ -452,6 +484,13 @@ impl<'a> World<'a> {
             self.at(t, Ev::Depart(f, self.epoch[f]));
         }
         self.arm_timer(f);
+        // One wake-up per pacing deadline.
+        if let Some(t) = self.flows[f].pace_deadline() {
+            if self.pace_at[f] != Some(t) {
+                self.pace_at[f] = Some(t);
+                self.at(t, Ev::Pace(f, self.epoch[f]));
+            }
+        }
     }
 
     fn arm_timer(&mut self, f: usize) {
@@ -486,7 +525,11 @@ impl<'a> World<'a> {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::Depart(f, e) | Ev::Arrive(f, e, _) | Ev::Ack(f, e, _) | Ev::Rto(f, e)
+            Ev::Depart(f, e)
+            | Ev::Arrive(f, e, _)
+            | Ev::Ack(f, e, _)
+            | Ev::Rto(f, e)
+            | Ev::Pace(f, e)
                 if e != self.epoch[f] => {}
             Ev::Depart(f, e) => {
                 if let Some((p, arrive, next)) = self.flows[f].on_departure(self.now) {
@@ -527,12 +570,17 @@ impl<'a> World<'a> {
                 }
                 self.flows[f].on_ack(self.now, id);
                 self.sample(f);
+                self.guard(f);
                 self.kick(f);
-                if f == 0 || f % 2 == 1 {
-                    self.proxy_pump();
-                } else {
-                    self.helper_pump((f - 2) / 2);
+                self.pump_owner(f);
+            }
+            Ev::Pace(f, _) => {
+                if self.pace_at[f] != Some(self.now) || !self.flow_alive(f) {
+                    return;
                 }
+                self.pace_at[f] = None;
+                self.kick(f);
+                self.pump_owner(f);
             }
             Ev::Rto(f, _) => {
                 if self.timer_at[f] != Some(self.now) || !self.flow_alive(f) {
@@ -628,6 +676,54 @@ impl<'a> World<'a> {
             self.proxy_est[(f - 1) / 2 + 1].on_sample(s);
         } else {
             self.helpers[(f - 2) / 2].pipe_est.on_sample(s);
+        }
+    }
+
+    /// Lets the sender of flow `f` write more (the proxy, or a helper for its pipe).
+    fn pump_owner(&mut self, f: usize) {
+        match pipe_of_flow(f) {
+            Some(k) => self.helper_pump(k),
+            None => self.proxy_pump(),
+        }
+    }
+
+    /// The proxy's queue guard reads flow `f`'s link (at most every [`GUARD_READ_EVERY`])
+    /// and caps or frees its pacing, as `Session::refresh_links` does from TCP_INFO. An
+    /// HS-Path's guard weighs its helper's buffer from the newest pipe feedback.
+    fn guard(&mut self, f: usize) {
+        let now = self.now;
+        let s = if f == 0 { 0 } else { (f - 1) / 2 + 1 };
+        let pipe = (s > 0).then(|| self.pipe_state[s - 1].view()).flatten();
+        let tcp = &mut self.flows[f];
+        let Some((g, last)) = self.guards[f].as_mut() else {
+            return;
+        };
+        if last.is_some_and(|t| now.saturating_since(t) < GUARD_READ_EVERY) {
+            return;
+        }
+        *last = Some(now);
+        let (Some(srtt), Some(min_rtt)) = (tcp.srtt(), tcp.min_rtt()) else {
+            return;
+        };
+        if g.watches_pipe() {
+            g.set_pipe_drain(
+                pipe.filter(|p| p.throughput > 0.0)
+                    .map(|p| p.buffered as f64 / p.throughput),
+            );
+        }
+        let reading = GuardReading {
+            srtt_us: (srtt * 1e6) as u32,
+            min_rtt_us: (min_rtt * 1e6) as u32,
+            unacked_bytes: tcp.unacked(),
+            delivery_rate: tcp.delivery_rate().map_or(0, |r| r.rate as u64),
+            slow_start: tcp.in_slow_start(),
+        };
+        let was_capped = g.cap().is_some();
+        if let Some(cap) = g.check(&reading, self.proxy_est[s].throughput(), 1.0) {
+            tcp.set_pacing_cap((cap != NO_CAP).then_some(cap));
+            if !was_capped {
+                self.guard_caps[s] += 1;
+            }
         }
     }
 
@@ -909,6 +1005,8 @@ impl<'a> World<'a> {
             w.flows[f] = Tcp::new(sc.tcp.clone(), link_of(p, mss), p.owd()).opened_at(now);
             w.epoch[f] += 1;
             w.timer_at[f] = None;
+            w.pace_at[f] = None;
+            w.guards[f] = guard_of(sc, f);
             w.drains[f] = (DrainRate::default(), None);
         };
         if s == 0 {
@@ -1088,6 +1186,9 @@ impl<'a> World<'a> {
                     timeouts: flows.iter().map(|f| f.stats().timeouts).sum(),
                     died_s: st.died_at.map(|t| t.as_secs_f64()),
                     rejoins: st.rejoins,
+                    wan_queue_drops: flows[0].link().stats().queue_drops,
+                    pipe_queue_drops: flows.get(1).map_or(0, |f| f.link().stats().queue_drops),
+                    guard_caps: self.guard_caps[s],
                 }
             })
             .collect();

@@ -172,6 +172,22 @@ pub struct SimArgs {
     /// in joules (watts), as the daemons' `tuning.time_value` (the lab's mpbond-eco-<W>W).
     #[arg(long, value_name = "WATTS", value_parser = parse_watts)]
     time_value: Option<f64>,
+    /// Pace every connection as Linux does with pacing on (the daemons' `tuning.pacing`, on
+    /// there by default): twice the window per RTT in slow start, 1.2 times after. Off, a
+    /// window's packets leave back to back, as in every figure of docs/sim.md not marked
+    /// otherwise.
+    #[arg(long)]
+    pacing: bool,
+    /// With --pacing, the proxy's queue guard (the daemons' `tuning.queue_guard`): a PS-Path
+    /// or HS-Path that fills its queue in slow start is paced at this factor over its
+    /// delivered rate; 0: off.
+    #[arg(long, value_name = "FACTOR", value_parser = parse_factor)]
+    queue_guard: Option<f64>,
+    /// With --pacing, the HS-Paths' own guard (the daemons' `tuning.hs_queue_guard`, the
+    /// lab's mpbond-hs-guard at 1.1): in slow start and congestion avoidance while the
+    /// helper's buffer is short; 0: the HS-Paths take --queue-guard.
+    #[arg(long, value_name = "FACTOR", value_parser = parse_factor)]
+    hs_queue_guard: Option<f64>,
     /// Seed for random loss.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -189,6 +205,15 @@ fn parse_rtts(s: &str) -> std::result::Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("{s:?} is not a number of RTTs >= 0")),
+    }
+}
+
+/// A queue guard's factor (`--queue-guard`, `--hs-queue-guard`): 0 (off) or at least 1, as
+/// the daemons' configuration checks it.
+fn parse_factor(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v == 0.0 || v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a factor >= 1 (or 0, off)")),
     }
 }
 
@@ -290,6 +315,11 @@ impl SimArgs {
             "flexible" => FeedbackRoute::Flexible,
             other => bail!("bad --feedback {other:?}: hs or flexible"),
         };
+        if !self.pacing && (self.queue_guard.is_some() || self.hs_queue_guard.is_some()) {
+            bail!(
+                "--queue-guard and --hs-queue-guard need --pacing: the guard caps the pacing rate"
+            );
+        }
         let pipe_radio = mpbond_core::energy::Radio::parse(&self.pipe_radio)
             .map_err(|e| anyhow::anyhow!("--pipe-radio: {e}"))?;
         let mut out = Vec::new();
@@ -329,6 +359,13 @@ impl SimArgs {
                     sc.cancel_recalled = !self.no_cancel;
                     sc.warm_pipes = !self.cold_pipes;
                     sc.tcp.tail_loss_probe = !self.no_tail_loss_probe;
+                    sc.tcp.pacing = self.pacing;
+                    if let Some(f) = self.queue_guard {
+                        sc.queue_guard = f;
+                    }
+                    if let Some(f) = self.hs_queue_guard {
+                        sc.hs_queue_guard = f;
+                    }
                     sc.pams.recall = match self.recall.as_str() {
                         "balanced" => RecallAmount::Balanced,
                         "paper" => RecallAmount::Paper,
