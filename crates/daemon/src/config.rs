@@ -170,8 +170,12 @@ pub struct Tuning {
     /// A helper splits TCP (MPBond §4.2) and hands its pipe only what the HS-Path delivered
     /// in order, so a drop at the HS-Path's full queue starves the pipe until the
     /// retransmission has crossed that queue; held at a small factor over the rate it
-    /// delivers, the HS-Path's queue fills too slowly to overflow in a download
-    /// (docs/evaluation.md, item 38; `mpbond-hs-guard` in the lab). Needs `pacing`.
+    /// delivers, the HS-Path's queue fills too slowly to overflow in a download. It holds
+    /// while the helper's buffer would drain through its pipe sooner than the HS-Path's
+    /// queue delay, the only case where such a drop idles the pipe, and past slow start
+    /// only while the path's delivery rate is steady (`QueueGuard::for_hs_path`;
+    /// docs/evaluation.md, item 38; `mpbond-no-hs-guard` in the lab turns it off). Needs
+    /// `pacing`.
     pub hs_queue_guard: f64,
     /// When stream data resumes on a link after this long without any, a CUBIC link's
     /// congestion control starts afresh, so that HyStart judges the new transfer's delay
@@ -246,7 +250,7 @@ impl Default for Tuning {
             drain_floor: mpbond_core::estimator::DRAIN_FLOOR_RTTS,
             pacing: true,
             queue_guard: crate::queue_guard::DEFAULT_FACTOR,
-            hs_queue_guard: 0.0,
+            hs_queue_guard: crate::queue_guard::DEFAULT_HS_FACTOR,
             cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),
             hs_congestion: String::new(),

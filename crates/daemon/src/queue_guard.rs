@@ -2,7 +2,9 @@
 //! ([`mpbond_core::queue_guard`], shared with the simulator); this module reads it from
 //! TCP_INFO and builds each link's guard from the tuning.
 
-pub use mpbond_core::queue_guard::{GuardReading, QueueGuard, DEFAULT_FACTOR, NO_CAP};
+pub use mpbond_core::queue_guard::{
+    GuardReading, QueueGuard, DEFAULT_FACTOR, DEFAULT_HS_FACTOR, NO_CAP,
+};
 
 use crate::sys::TcpInfo;
 
@@ -72,8 +74,13 @@ mod tests {
         assert!(hs.watches_pipe());
         hs.set_pipe_drain(Some(0.0));
         assert_eq!(hs.check(&ca, 0.0, 1.0), Some(1_375_000));
-        // Unset, an HS-Path takes the ordinary guard; without pacing there is none.
-        let plain = crate::config::Tuning::default();
+        // By default an HS-Path has its own guard; at 0, the ordinary one. Without pacing
+        // there is none.
+        assert!(for_link(&crate::config::Tuning::default(), true).watches_pipe());
+        let plain = crate::config::Tuning {
+            hs_queue_guard: 0.0,
+            ..t.clone()
+        };
         assert!(!for_link(&plain, true).watches_pipe());
         assert_eq!(for_link(&plain, true).check(&ca, 0.0, 1.0), None);
         let unpaced = crate::config::Tuning { pacing: false, ..t };

@@ -1307,6 +1307,7 @@ fn start_mpbond(
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
         MpbondVariant::HsBbr => "[tuning]\nhs_congestion = \"bbr\"\n",
         MpbondVariant::HsGuard => "[tuning]\nhs_queue_guard = 1.1\n",
+        MpbondVariant::NoHsGuard => "[tuning]\nhs_queue_guard = 0.0\n",
         _ => "",
     };
     let eco;

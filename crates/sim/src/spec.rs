@@ -247,7 +247,8 @@ pub struct Scenario {
     pub queue_guard: f64,
     /// An HS-Path's own guard, as `tuning.hs_queue_guard` (docs/evaluation.md, item 38): in
     /// slow start and congestion avoidance while the helper's buffer would drain sooner than
-    /// the HS-Path's queue delay; below 1, the HS-Paths take `queue_guard`.
+    /// the HS-Path's queue delay and, past slow start, its rate is steady (1.1 by default, as
+    /// in the daemons); below 1, the HS-Paths take `queue_guard`.
     pub hs_queue_guard: f64,
 }
 
@@ -300,7 +301,7 @@ impl Scenario {
             pipe_radio: Radio::Wifi,
             radio_state: true,
             queue_guard: mpbond_core::queue_guard::DEFAULT_FACTOR,
-            hs_queue_guard: 0.0,
+            hs_queue_guard: mpbond_core::queue_guard::DEFAULT_HS_FACTOR,
         }
     }
 

@@ -183,9 +183,10 @@ pub struct SimArgs {
     /// delivered rate; 0: off.
     #[arg(long, value_name = "FACTOR", value_parser = parse_factor)]
     queue_guard: Option<f64>,
-    /// With --pacing, the HS-Paths' own guard (the daemons' `tuning.hs_queue_guard`, the
-    /// lab's mpbond-hs-guard at 1.1): in slow start and congestion avoidance while the
-    /// helper's buffer is short; 0: the HS-Paths take --queue-guard.
+    /// With --pacing, the HS-Paths' own guard (the daemons' `tuning.hs_queue_guard`, 1.1 by
+    /// default): while the helper's buffer is short, in slow start, and in congestion
+    /// avoidance at a steady rate; 0: the HS-Paths take --queue-guard (the lab's
+    /// mpbond-no-hs-guard).
     #[arg(long, value_name = "FACTOR", value_parser = parse_factor)]
     hs_queue_guard: Option<f64>,
     /// Seed for random loss.
