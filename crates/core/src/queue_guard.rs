@@ -122,7 +122,7 @@ impl QueueGuard {
     /// held, it ran a deeper queue that the next dip overflowed anyway, and 10a's 4 MB
     /// downloads took about 2% longer. Steady means the mean deviation of the delivery-rate
     /// samples since slow start ended is under [`STEADY_DEV`] of their mean (moving
-    /// averages with gain [`RATE_GAIN`] per reading, about 160 ms at the daemons' 5 ms
+    /// averages with gain [`RATE_GAIN`] per reading, about 80 ms at the daemons' 5 ms
     /// tick); slow start's ramp is left out, or it would read as unsteady for the first
     /// quarter second of congestion avoidance, while the queue fills.
     pub fn for_hs_path(factor: f64, hs_factor: f64) -> Self {
