@@ -26,6 +26,15 @@ pub struct PipeView {
     pub buffered: u64,
 }
 
+impl PipeView {
+    /// B_p/Th_p: how long the helper's buffer takes to drain through its pipe, seconds, if
+    /// the pipe's rate is known (MPBond §4.3.2; the HS-Paths' queue guard weighs it,
+    /// [`crate::queue_guard::QueueGuard::set_pipe_drain`]).
+    pub fn drain_time(&self) -> Option<f64> {
+        (self.throughput > 0.0).then(|| self.buffered as f64 / self.throughput)
+    }
+}
+
 /// One subflow's state at the moment of a scheduling decision.
 #[derive(Clone, PartialEq, Debug)]
 pub struct PathView {

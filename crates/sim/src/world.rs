@@ -706,10 +706,7 @@ impl<'a> World<'a> {
             return;
         };
         if g.watches_pipe() {
-            g.set_pipe_drain(
-                pipe.filter(|p| p.throughput > 0.0)
-                    .map(|p| p.buffered as f64 / p.throughput),
-            );
+            g.set_pipe_drain(pipe.and_then(|p| p.drain_time()));
         }
         let reading = GuardReading {
             srtt_us: (srtt * 1e6) as u32,

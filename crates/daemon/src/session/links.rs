@@ -373,8 +373,7 @@ impl Session {
                         .subflow
                         .and_then(|sf| self.subflows.get(&sf))
                         .and_then(|sf| sf.pipe.view())
-                        .filter(|p| p.throughput > 0.0)
-                        .map(|p| p.buffered as f64 / p.throughput);
+                        .and_then(|p| p.drain_time());
                     l.guard.set_pipe_drain(drain);
                 }
                 let was_capped = l.guard.cap().is_some();
