@@ -166,7 +166,8 @@ impl QueueGuard {
             // the statistics start with congestion avoidance.
             self.rate_mean = 0.0;
             self.rate_dev = 0.0;
-        } else if x > 0.0 {
+        } else if x > 0.0 && self.hs_factor.is_some() {
+            // Only an HS-Path's own guard asks whether the rate is steady.
             if self.rate_mean == 0.0 {
                 self.rate_mean = x;
             } else {

@@ -65,17 +65,23 @@ fn pams_splits_a_short_download_by_the_paths_rates() {
     assert!(ratio < 1.35, "{ratio:.3} of the fluid bound");
 }
 
+/// PAMS over a PS-Path and one helper at constant rates (Mbit/s), WAN RTTs of 50 ms and a
+/// 4 ms pipe, downloading `size` bytes.
+fn one_helper(ps: f64, hs: f64, pipe: f64, size: u64) -> Scenario {
+    Scenario::new(
+        PathSpec::constant(ps, Duration::from_millis(50)),
+        vec![HelperSpec {
+            hs: PathSpec::constant(hs, Duration::from_millis(50)),
+            pipe: PathSpec::constant(pipe, Duration::from_millis(4)),
+        }],
+        size,
+        "pams",
+    )
+}
+
 fn reinjection_case(reinject: bool, lookahead: Option<f64>) -> SimResult {
     // PS 5, HS 10, pipe 5 Mbps, 4 MB; at 2 s the pipe drops to 1 Mbps (MPBond §6.2).
-    let mut sc = Scenario::new(
-        PathSpec::constant(5.0, Duration::from_millis(50)),
-        vec![HelperSpec {
-            hs: PathSpec::constant(10.0, Duration::from_millis(50)),
-            pipe: PathSpec::constant(5.0, Duration::from_millis(4)),
-        }],
-        4_000_000,
-        "pams",
-    );
+    let mut sc = one_helper(5.0, 10.0, 5.0, 4_000_000);
     sc.apply(&Change::parse("2s:pipe1=1").unwrap()).unwrap();
     sc.pams.reinjection = reinject;
     sc.late_rescue = reinject;
@@ -334,15 +340,7 @@ fn radio_energy_follows_what_each_phone_moved() {
 #[test]
 fn the_admission_runs_on_the_simulated_radios() {
     let case = |radio_state: bool| {
-        let mut sc = Scenario::new(
-            PathSpec::constant(18.0, Duration::from_millis(50)),
-            vec![HelperSpec {
-                hs: PathSpec::constant(18.0, Duration::from_millis(50)),
-                pipe: PathSpec::constant(5.0, Duration::from_millis(4)),
-            }],
-            1_000_000,
-            "pams",
-        );
+        let mut sc = one_helper(18.0, 18.0, 5.0, 1_000_000);
         sc.feedback_route = mpbond_sim::spec::FeedbackRoute::Flexible;
         sc.pams.time_value = Some(0.1);
         sc.radio_state = radio_state;
@@ -365,15 +363,7 @@ fn the_admission_runs_on_the_simulated_radios() {
 /// order (docs/evaluation.md, item 37). The HS-Paths' own queue guard (item 38) keeps the
 /// queue from overflowing: no drop there, and the download ends well before.
 fn item37_cell(hs_guard: f64) -> SimResult {
-    let mut sc = Scenario::new(
-        PathSpec::constant(1.0, Duration::from_millis(50)),
-        vec![HelperSpec {
-            hs: PathSpec::constant(5.0, Duration::from_millis(50)),
-            pipe: PathSpec::constant(5.0, Duration::from_millis(4)),
-        }],
-        2_000_000,
-        "pams",
-    );
+    let mut sc = one_helper(1.0, 5.0, 5.0, 2_000_000);
     sc.ps.queue_bytes = Some(150_000);
     let h = &mut sc.helpers[0];
     h.hs.queue_bytes = Some(150_000);
