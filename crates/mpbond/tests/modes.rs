@@ -553,3 +553,30 @@ fn sim_refuses_a_queue_guard_it_cannot_run() {
         );
     }
 }
+
+/// `--hystart` reaches the simulator's TCP model: its slow-start exits are reported per
+/// subflow, and without the flag there are none.
+#[test]
+fn sim_hystart_is_an_option_and_reported() {
+    let exits = |extra: &[&str]| -> u64 {
+        let out = mpbond()
+            .args(["sim", "--size", "2MB", "--pacing", "--json"])
+            .args(extra)
+            .output()
+            .expect("run mpbond sim");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["subflows"]
+            .as_array()
+            .expect("subflows")
+            .iter()
+            .map(|s| s["hystart_exits"].as_u64().expect("hystart_exits"))
+            .sum()
+    };
+    assert_eq!(exits(&[]), 0);
+    assert!(exits(&["--hystart"]) > 0);
+}

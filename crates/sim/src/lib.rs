@@ -8,6 +8,7 @@
 
 pub mod energy;
 pub mod fluid;
+pub mod hystart;
 pub mod link;
 pub mod rate;
 pub mod report;

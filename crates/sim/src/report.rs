@@ -33,6 +33,10 @@ pub struct SubflowResult {
     /// How often the proxy's queue guard started capping its WAN link's pacing
     /// (`Scenario::queue_guard`, with pacing on).
     pub guard_caps: u64,
+    /// Slow starts on its links that HyStart ended on an ACK train or on a rise of the
+    /// RTT (with `--hystart`), as the kernel's `TCPHystartTrainDetect` and
+    /// `TCPHystartDelayDetect` count them in the lab.
+    pub hystart_exits: u64,
 }
 
 /// Reinjection counters.

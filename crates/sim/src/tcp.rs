@@ -28,6 +28,9 @@
 //!   slow-start threshold and 1.2 times it after (`tcp_pacing_ss_ratio`,
 //!   `tcp_pacing_ca_ratio`), never above a cap the owner sets (SO_MAX_PACING_RATE, which
 //!   the queue guard uses). Before the first RTT sample nothing is paced but by the cap.
+//! - **HyStart** (optional, [`TcpConfig::hystart`]): slow start also ends, before any loss,
+//!   on a rise of the round's RTT or a long ACK train, as Linux's CUBIC does by default
+//!   ([`crate::hystart`]). Off, slow start ends only on the first loss.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -35,6 +38,7 @@ use std::time::Duration;
 use mpbond_core::ranges::RangeSet;
 use mpbond_core::Time;
 
+use crate::hystart::{Ack, Exit, HyStart};
 use crate::link::{Link, LinkConfig, Offer, Packet};
 use crate::rng::Rng;
 
@@ -52,6 +56,9 @@ pub struct TcpConfig {
     /// Pace packets as Linux does on a socket with pacing on (the daemons'
     /// `tuning.pacing`); off, a window's packets leave back to back.
     pub pacing: bool,
+    /// End slow start by HyStart as Linux's CUBIC does (`hystart=1`, its default); off,
+    /// slow start ends only on the first loss, as in docs/sim.md's figures before it.
+    pub hystart: bool,
 }
 
 impl Default for TcpConfig {
@@ -62,6 +69,7 @@ impl Default for TcpConfig {
             min_rto: Duration::from_millis(200),
             tail_loss_probe: true,
             pacing: false,
+            hystart: false,
         }
     }
 }
@@ -107,6 +115,10 @@ pub struct TcpStats {
     pub timeouts: u64,
     /// Tail loss probes sent.
     pub probes: u64,
+    /// Slow starts HyStart ended on an ACK train (`TCPHystartTrainDetect`).
+    pub hystart_train_exits: u64,
+    /// Slow starts HyStart ended on a rise of the RTT (`TCPHystartDelayDetect`).
+    pub hystart_delay_exits: u64,
 }
 
 /// One TCP connection (sender, link and receiver) carrying frames of type `F`.
@@ -147,6 +159,7 @@ pub struct Tcp<F> {
     next_pace: Time,
     /// Set when pacing held a packet back: when to try again.
     pace_at: Option<Time>,
+    hystart: HyStart,
     stats: TcpStats,
     rate_delivered: u64,
     rate_delivered_time: Time,
@@ -191,6 +204,7 @@ impl<F> Tcp<F> {
             pacing_cap: None,
             next_pace: Time::ZERO,
             pace_at: None,
+            hystart: HyStart::default(),
             stats: TcpStats::default(),
             rate_delivered: 0,
             rate_delivered_time: Time::ZERO,
@@ -514,8 +528,30 @@ impl<F> Tcp<F> {
         self.last_progress = now;
         self.backoff = 0;
         self.probed = false;
-        if !sent.retransmission {
-            self.rtt_sample((now - sent.at).as_secs_f64());
+        let rtt = (!sent.retransmission).then(|| (now - sent.at).as_secs_f64());
+        if let Some(r) = rtt {
+            self.rtt_sample(r);
+        }
+        if self.cfg.hystart && self.in_slow_start() {
+            let ack = Ack {
+                now,
+                id,
+                next_id: self.next_id,
+                rtt,
+            };
+            let exit = self.hystart.on_ack(
+                ack,
+                self.min_rtt,
+                self.cwnd / self.cfg.mss as f64,
+                self.cfg.pacing,
+            );
+            if let Some(exit) = exit {
+                self.ssthresh = self.cwnd;
+                match exit {
+                    Exit::AckTrain => self.stats.hystart_train_exits += 1,
+                    Exit::Delay => self.stats.hystart_delay_exits += 1,
+                }
+            }
         }
         // Every packet sent before this one and still unacknowledged was lost (FIFO link).
         let lost: Vec<u64> = self.inflight.range(..id).map(|(&k, _)| k).collect();
@@ -570,6 +606,7 @@ impl<F> Tcp<F> {
         self.cwnd = self.cfg.mss as f64;
         self.epoch = None;
         self.recovery_until = None;
+        self.hystart.rearm();
         self.backoff += 1;
         self.rto_at = Some(now + self.rto());
     }
@@ -638,11 +675,19 @@ impl<F> Tcp<F> {
         let reno = self.w_max * CUBIC_BETA
             + 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) * (t / rtt) * mss;
         let target = cubic.max(reno).min(1.5 * self.cwnd);
-        if target > self.cwnd {
-            self.cwnd += (target - self.cwnd) / self.cwnd * acked as f64;
+        let mut increase = if target > self.cwnd {
+            (target - self.cwnd) / self.cwnd * acked as f64
         } else {
-            self.cwnd += 0.01 * mss * acked as f64 / self.cwnd;
+            0.01 * mss * acked as f64 / self.cwnd
+        };
+        if self.w_max == 0.0 {
+            // Before any loss there is no W_max to grow back to, and Linux's CUBIC grows at
+            // least 5% per RTT "while the available bandwidth is still unknown"
+            // (bictcp_update's cap of 20 ACKs per segment). Only a slow start that HyStart
+            // ended gets here: a loss or a timeout sets W_max.
+            increase = increase.max(acked as f64 / 20.0);
         }
+        self.cwnd += increase;
     }
 }
 
@@ -833,6 +878,37 @@ mod tests {
             "took {t:.3} s, line rate {ideal:.3} s"
         );
         assert!(tcp.pacing_rate().is_some());
+    }
+
+    /// With HyStart, a paced slow start over a deep queue (4 BDPs) ends on its own, before
+    /// the queue overflows: no drop in a 1.4 MB transfer, which still fills the link as
+    /// fast as the one whose slow start ran into the queue's limit and lost packets. After
+    /// the exit CUBIC has no W_max and grows 5% per RTT, as Linux's does.
+    #[test]
+    fn hystart_ends_slow_start_before_a_deep_queue_overflows() {
+        let cfg = |hystart| TcpConfig {
+            pacing: true,
+            hystart,
+            ..TcpConfig::default()
+        };
+        let (queue, n) = (4 * 62_500, 1000);
+        let (tcp, last, got) = bulk_with(cfg(true), None, 10e6, 25, queue, n);
+        assert_eq!(got, (0..n).collect::<Vec<_>>());
+        let s = tcp.stats();
+        assert_eq!(s.hystart_train_exits + s.hystart_delay_exits, 1, "{s:?}");
+        assert_eq!(tcp.link().stats().queue_drops, 0, "{s:?}");
+        let (plain, plain_last, _) = bulk_with(cfg(false), None, 10e6, 25, queue, n);
+        assert!(plain.link().stats().queue_drops > 0, "{:?}", plain.stats());
+        assert_eq!(
+            plain.stats().hystart_train_exits + plain.stats().hystart_delay_exits,
+            0
+        );
+        let (t, t_plain) = (last.as_secs_f64(), plain_last.as_secs_f64());
+        eprintln!("hystart {t:.3} s, plain {t_plain:.3} s");
+        assert!(
+            t < 1.05 * t_plain,
+            "{t:.3} s with HyStart, {t_plain:.3} s without"
+        );
     }
 
     #[test]

@@ -1186,6 +1186,10 @@ impl<'a> World<'a> {
                     wan_queue_drops: flows[0].link().stats().queue_drops,
                     pipe_queue_drops: flows.get(1).map_or(0, |f| f.link().stats().queue_drops),
                     guard_caps: self.guard_caps[s],
+                    hystart_exits: flows
+                        .iter()
+                        .map(|f| f.stats().hystart_train_exits + f.stats().hystart_delay_exits)
+                        .sum(),
                 }
             })
             .collect();

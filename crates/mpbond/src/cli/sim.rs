@@ -178,6 +178,11 @@ pub struct SimArgs {
     /// otherwise.
     #[arg(long)]
     pacing: bool,
+    /// End TCP slow starts by HyStart as Linux's CUBIC does by default (on a rise of the
+    /// round's RTT or a long ACK train, before the queue overflows). Off, slow start ends
+    /// only on the first loss, as in every figure of docs/sim.md not marked otherwise.
+    #[arg(long)]
+    hystart: bool,
     /// With --pacing, the proxy's queue guard (the daemons' `tuning.queue_guard`): a PS-Path
     /// or HS-Path that fills its queue in slow start is paced at this factor over its
     /// delivered rate; 0: off.
@@ -361,6 +366,7 @@ impl SimArgs {
                     sc.warm_pipes = !self.cold_pipes;
                     sc.tcp.tail_loss_probe = !self.no_tail_loss_probe;
                     sc.tcp.pacing = self.pacing;
+                    sc.tcp.hystart = self.hystart;
                     if let Some(f) = self.queue_guard {
                         sc.queue_guard = f;
                     }
