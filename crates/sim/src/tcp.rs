@@ -57,7 +57,8 @@ pub struct TcpConfig {
     /// `tuning.pacing`); off, a window's packets leave back to back.
     pub pacing: bool,
     /// End slow start by HyStart as Linux's CUBIC does (`hystart=1`, its default); off,
-    /// slow start ends only on the first loss, as in docs/sim.md's figures before it.
+    /// slow start ends only on the first loss, as in every figure of docs/sim.md not
+    /// marked otherwise.
     pub hystart: bool,
 }
 
