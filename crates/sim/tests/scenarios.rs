@@ -387,10 +387,14 @@ fn the_hs_paths_own_guard_keeps_a_split_tcp_helpers_pipe_fed() {
     let plain = item37_cell(0.0, false);
     let guarded = item37_cell(1.1, false);
     assert!(plain.verified && guarded.verified);
-    let hs = helper1;
-    assert!(hs(&plain).wan_queue_drops > 0, "{:?}", hs(&plain));
-    assert_eq!(hs(&guarded).wan_queue_drops, 0, "{:?}", hs(&guarded));
-    assert!(hs(&guarded).guard_caps > 0);
+    assert!(helper1(&plain).wan_queue_drops > 0, "{:?}", helper1(&plain));
+    assert_eq!(
+        helper1(&guarded).wan_queue_drops,
+        0,
+        "{:?}",
+        helper1(&guarded)
+    );
+    assert!(helper1(&guarded).guard_caps > 0);
     let (t0, t1) = (
         plain.download_time_s.unwrap(),
         guarded.download_time_s.unwrap(),
