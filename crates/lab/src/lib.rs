@@ -19,6 +19,7 @@ pub mod scenario;
 pub mod sched;
 pub mod scheme;
 pub mod split;
+pub mod tcp_probe;
 pub mod topo;
 pub mod tun;
 pub mod video;

@@ -752,9 +752,22 @@ pub fn run_one(
         }
     };
     let counters_before = read_counters();
+    // With `--packets`, every socket's window over the run (a diagnostic too).
+    let probe = if env.packet_log {
+        crate::tcp_probe::TcpProbe::start(&format!("{scheme}-{size}-{rep}"))
+            .map_err(|e| tracing::warn!(error = %e, "no tcp_probe.csv for this run"))
+            .ok()
+    } else {
+        None
+    };
     // Wait for the workload's start time.
     wait_until(lead);
     let start_us = emu_now().as_micros() as u64;
+    if let Some(p) = &probe {
+        if let Err(e) = p.mark_start() {
+            tracing::warn!(error = %e, "cannot mark the start in tcp_probe's trace");
+        }
+    }
     let cpu_meter = CpuMeter::start(&_procs.pids());
     let mut chunk_times = Vec::new();
     let (fetch, samples, video) = if kind == WorkloadKind::Chunks {
@@ -842,6 +855,19 @@ pub fn run_one(
     let links = tb.emu.take().map(|e| e.stop()).unwrap_or_default();
     if env.packet_log {
         write_packet_log(&work.join("packets.csv"), &links, start_us)?;
+    }
+    if let Some(p) = probe {
+        let cap = p.finish()?;
+        if cap.lost > 0 {
+            tracing::warn!(
+                lost = cap.lost,
+                "tcp_probe.csv misses events the trace buffer dropped"
+            );
+        }
+        match cap.start_ns {
+            Some(t0) => crate::tcp_probe::write_csv(&work.join("tcp_probe.csv"), &cap.events, t0)?,
+            None => tracing::warn!("no start mark in tcp_probe's trace: no tcp_probe.csv"),
+        }
     }
     drop(_procs);
     drop(_servers);

@@ -266,3 +266,78 @@ fn the_paper_suite_runs_its_smoke_experiments_end_to_end() {
     let _ = std::fs::remove_dir_all(&out);
     assert_eq!(namespaces(), before, "namespaces left behind");
 }
+
+/// `--packets` keeps each run's diagnostics: the packet log, the kernel counters that moved,
+/// and every socket's window from the kernel's `tcp_probe` (the proxy's senders toward the
+/// primary and the helper acknowledged the whole file between them). No trace instance is
+/// left behind.
+#[test]
+fn packets_keeps_the_packet_log_counters_and_every_senders_window() {
+    let _one = LAB.lock().unwrap_or_else(|p| p.into_inner());
+    let before = namespaces();
+    let out = std::env::temp_dir().join(format!("mpbond-lab-packets-{}", std::process::id()));
+    let scenario = format!("{}/../../scenarios/smoke.toml", env!("CARGO_MANIFEST_DIR"));
+    let r = Command::new(env!("CARGO_BIN_EXE_mpbond"))
+        .args([
+            "lab",
+            "run",
+            &scenario,
+            "--schemes",
+            "mpbond",
+            "--packets",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run mpbond lab run --packets");
+    assert!(
+        r.status.success(),
+        "mpbond lab run --packets failed:\n{}\n{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let run = out.join("work/v0/mpbond-1000000-0");
+    let read = |f: &str| {
+        std::fs::read_to_string(run.join(f)).unwrap_or_else(|e| panic!("{f} in {run:?}: {e}"))
+    };
+    assert!(read("packets.csv").lines().count() > 500);
+    assert!(read("counters.csv").contains("proxy,Tcp,OutSegs,"));
+    let probe = read("tcp_probe.csv");
+    let mut lines = probe.lines();
+    assert_eq!(
+        lines.next(),
+        Some("t_s,local,remote,data_len,una,nxt,cwnd,ssthresh,srtt_us,snd_wnd,rcv_wnd")
+    );
+    // The highest byte each of the proxy's subflows had acknowledged, by peer.
+    let mut acked = std::collections::BTreeMap::<String, u64>::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), 11, "{l}");
+        let t: f64 = f[0].parse().expect("t_s");
+        assert!((-60.0..60.0).contains(&t), "{l}");
+        assert!(f[6].parse::<u32>().expect("cwnd") > 0, "{l}");
+        if f[1].starts_with("proxy-ps:") {
+            let una: u64 = f[4].parse().expect("una");
+            let peer = f[2].split(':').next().expect("peer").to_string();
+            let e = acked.entry(peer).or_default();
+            *e = (*e).max(una);
+        }
+    }
+    let to = |p: &str| acked.get(p).copied().unwrap_or(0);
+    assert!(to("primary-ps") > 100_000, "{acked:?}");
+    assert!(to("helper1-hs") + to("helper2-hs") > 100_000, "{acked:?}");
+    // Framing and control frames add to the file's bytes, never take away.
+    let total: u64 = acked.values().sum();
+    assert!(total >= 1_000_000, "{acked:?}");
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(before, namespaces(), "namespaces left behind");
+    let left: Vec<_> = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("mpbond-lab-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "trace instances left: {left:?}");
+}

@@ -126,7 +126,9 @@ pub struct RunArgs {
     /// Write each run's packet log (`link,dir,t_s,bytes,event`) to
     /// `<out>/work/.../<scheme>-<size>-<rep>/packets.csv`, and the kernel counters that
     /// moved on each device during the workload (`/proc/net/netstat` and `snmp`: MPTCP's
-    /// data-level retransmissions, TCP losses and timeouts) to `counters.csv` beside it.
+    /// data-level retransmissions, TCP losses and timeouts) to `counters.csv` beside it, and
+    /// every socket's window, slow-start threshold and smoothed RTT at each segment it took
+    /// in (the kernel's `tcp:tcp_probe`) to `tcp_probe.csv` (`scripts/slow-start-exits`).
     #[arg(long)]
     packets: bool,
     /// Before each measured download, fetch this much (e.g. 1MB) through the same client and
