@@ -580,3 +580,37 @@ fn sim_hystart_is_an_option_and_reported() {
     assert_eq!(exits(&[]), 0);
     assert!(exits(&["--hystart"]) > 0);
 }
+
+/// A simulated pipe can follow the lab's WLAN profiles (`--trace pipe1=wlan:...`): a fixed
+/// distance is its constant goodput (12 m without line of sight: MCS 0, 3.9 Mbit/s), and a
+/// misspelt profile is named in the error.
+#[test]
+fn sim_pipes_follow_the_labs_wlan_profiles() {
+    let time = |extra: &[&str]| -> f64 {
+        let out = mpbond()
+            .args(["sim", "--ps", "8", "--hs", "10", "--size", "4MB", "--json"])
+            .args(extra)
+            .output()
+            .expect("run mpbond sim");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["verified"], true, "{v}");
+        v["download_time_s"].as_f64().expect("download_time_s")
+    };
+    let wlan = time(&["--trace", "pipe1=wlan:12m-nlos"]);
+    let constant = time(&["--pipe", "3.9"]);
+    assert!((wlan / constant - 1.0).abs() < 0.02, "{wlan} vs {constant}");
+    assert!(time(&["--pipe", "5"]) < 0.95 * wlan);
+    assert!(time(&["--trace", "pipe1=wlan:walk"]) > 0.0);
+    let bad = mpbond()
+        .args(["sim", "--trace", "pipe1=wlan:moon"])
+        .output()
+        .expect("run mpbond sim");
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("WLAN profile wlan:moon"), "{err}");
+}

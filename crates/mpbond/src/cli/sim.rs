@@ -103,7 +103,8 @@ pub struct SimArgs {
     #[arg(long = "at", value_name = "CHANGE")]
     changes: Vec<String>,
     /// Make a link follow a mahimahi trace: LINK=FILE, e.g. ps=traces/Verizon-LTE-short.down
-    /// (repeatable).
+    /// (repeatable). FILE may also be one of the lab's WLAN profiles, e.g. pipe1=wlan:walk
+    /// (the walk of 10a and 10b) or pipe1=wlan:12m-nlos.
     #[arg(long, value_name = "LINK=FILE")]
     trace: Vec<String>,
     /// Make a WAN path's direction toward the proxy (its ACKs and control frames) follow a
@@ -297,7 +298,18 @@ impl SimArgs {
                 let (link, file) = t
                     .split_once('=')
                     .with_context(|| format!("bad --{flag} {t:?}: use LINK=FILE"))?;
-                let trace = Trace::load(file)?.starting_at(trace_from);
+                let trace = match file.strip_prefix("wlan:") {
+                    // The lab's WLAN profiles (crates/lab/src/wlan.rs), so a pipe can follow
+                    // the same walk as in the lab's 10a and 10b.
+                    Some(spec) => match mpbond_lab::wlan::profile(spec)? {
+                        mpbond_lab::wlan::Profile::Walk(t) => t,
+                        mpbond_lab::wlan::Profile::Constant(bps) => {
+                            Trace::from_rates(&format!("wlan:{spec}"), 100, &[bps])?
+                        }
+                    },
+                    None => Trace::load(file)?,
+                }
+                .starting_at(trace_from);
                 out.push((LinkRef::parse(link)?, Arc::new(trace)));
             }
             Ok(out)
