@@ -37,6 +37,20 @@ pub struct SubflowResult {
     /// RTT (with `--hystart`), as the kernel's `TCPHystartTrainDetect` and
     /// `TCPHystartDelayDetect` count them in the lab.
     pub hystart_exits: u64,
+    /// The first slow start HyStart ended on its WAN link (with `--hystart`), as the lab's
+    /// `scripts/slow-start-exits` reads the kernel's from `tcp_probe.csv`.
+    pub hystart_exit: Option<HyStartExit>,
+}
+
+/// When and at what window HyStart ended a slow start, and by which test.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HyStartExit {
+    /// Seconds from the request.
+    pub at_s: f64,
+    /// The congestion window then, segments.
+    pub window: u64,
+    /// `delay` (the round's RTT rose) or `ack_train`.
+    pub test: &'static str,
 }
 
 /// Reinjection counters.

@@ -120,6 +120,9 @@ pub struct TcpStats {
     pub hystart_train_exits: u64,
     /// Slow starts HyStart ended on a rise of the RTT (`TCPHystartDelayDetect`).
     pub hystart_delay_exits: u64,
+    /// The first slow start HyStart ended: when, at what window (segments, rounded) and
+    /// why, to hold against the lab's `tcp_probe.csv` (`scripts/slow-start-exits`).
+    pub first_hystart_exit: Option<(Time, u64, Exit)>,
 }
 
 /// One TCP connection (sender, link and receiver) carrying frames of type `F`.
@@ -548,6 +551,10 @@ impl<F> Tcp<F> {
             );
             if let Some(exit) = exit {
                 self.ssthresh = self.cwnd;
+                let window = (self.cwnd / self.cfg.mss as f64).round() as u64;
+                self.stats
+                    .first_hystart_exit
+                    .get_or_insert((now, window, exit));
                 match exit {
                     Exit::AckTrain => self.stats.hystart_train_exits += 1,
                     Exit::Delay => self.stats.hystart_delay_exits += 1,

@@ -26,9 +26,10 @@ use mpbond_proto::{DataAck, PipeFeedback, StreamId, SubflowId, DATA_OVERHEAD};
 
 use crate::energy::{Iface, RadioMeter};
 use crate::fluid::{lower_bound, FluidPath};
+use crate::hystart::Exit;
 use crate::link::{LinkConfig, Packet};
 use crate::rate::Server;
-use crate::report::{Reinjection, SimResult, SubflowResult, TimelinePoint};
+use crate::report::{HyStartExit, Reinjection, SimResult, SubflowResult, TimelinePoint};
 use crate::rng::Rng;
 use crate::spec::{FeedbackRoute, HelperSpec, PathSpec, RateSource, Scenario};
 use crate::tcp::Tcp;
@@ -1190,6 +1191,16 @@ impl<'a> World<'a> {
                         .iter()
                         .map(|f| f.stats().hystart_train_exits + f.stats().hystart_delay_exits)
                         .sum(),
+                    hystart_exit: flows[0].stats().first_hystart_exit.map(|(at, window, e)| {
+                        HyStartExit {
+                            at_s: at.as_secs_f64(),
+                            window,
+                            test: match e {
+                                Exit::Delay => "delay",
+                                Exit::AckTrain => "ack_train",
+                            },
+                        }
+                    }),
                 }
             })
             .collect();

@@ -445,13 +445,16 @@ fn with_hystart_the_guard_still_spares_the_late_drops() {
 }
 
 /// HyStart is off unless asked for (every published figure is without it), and with it the
-/// slow starts it ends are counted per subflow, the download still arriving whole.
+/// slow starts it ends are counted per subflow, the download still arriving whole; a WAN
+/// link's first exit is reported with its time and window, never below the 16 segments
+/// HyStart starts at.
 #[test]
 fn hystart_is_off_by_default_and_counted_when_on() {
     let mut sc = Scenario::paper_common(1, 2_000_000, "pams");
     sc.tcp.pacing = true;
     let off = run(&sc).unwrap();
     assert!(off.subflows.iter().all(|s| s.hystart_exits == 0));
+    assert!(off.subflows.iter().all(|s| s.hystart_exit.is_none()));
     sc.tcp.hystart = true;
     let on = run(&sc).unwrap();
     assert!(on.verified);
@@ -460,4 +463,18 @@ fn hystart_is_off_by_default_and_counted_when_on() {
         "{:?}",
         on.subflows
     );
+    let exits: Vec<_> = on
+        .subflows
+        .iter()
+        .filter_map(|s| s.hystart_exit.as_ref())
+        .collect();
+    assert!(!exits.is_empty(), "{:?}", on.subflows);
+    for e in exits {
+        assert!(e.window >= 16, "{e:?}");
+        assert!(
+            e.at_s > 0.0 && e.at_s < on.download_time_s.unwrap(),
+            "{e:?}"
+        );
+        assert!(["delay", "ack_train"].contains(&e.test), "{e:?}");
+    }
 }
