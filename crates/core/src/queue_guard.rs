@@ -61,6 +61,10 @@ pub const DEFAULT_FACTOR: f64 = 1.25;
 /// by a tenth of the delivered rate per second, 150 KB in 2.4 s at 5 Mbit/s, too slowly to
 /// overflow within most downloads (docs/evaluation.md, item 38; 1.05 did the same there).
 pub const DEFAULT_HS_FACTOR: f64 = 1.1;
+/// The default factor of a PS-Path's guard in congestion avoidance
+/// (`tuning.ps_queue_guard`): 1, the queue held where it stands (docs/evaluation.md, item
+/// 39: at 1.1 it still overflowed in 5 of 12 of 07's runs at 2 MB, at 1 in none of 16).
+pub const DEFAULT_PS_FACTOR: f64 = 1.0;
 
 /// What the guard reads of a link's TCP state, in TCP_INFO's units: the daemons fill it
 /// from TCP_INFO, the simulator from its TCP model.
@@ -85,6 +89,9 @@ pub struct QueueGuard {
     /// An HS-Path's own factor (`tuning.hs_queue_guard`), which holds in slow start and
     /// congestion avoidance alike while the helper's buffer is short.
     hs_factor: Option<f64>,
+    /// A PS-Path's factor in congestion avoidance (`tuning.ps_queue_guard`), while its
+    /// delivery rate is steady.
+    ps_factor: Option<f64>,
     /// How long the helper's buffer takes to drain through its pipe, seconds, if known
     /// ([`Self::set_pipe_drain`]).
     pipe_drain: Option<f64>,
@@ -102,6 +109,7 @@ impl QueueGuard {
         QueueGuard {
             factor,
             hs_factor: None,
+            ps_factor: None,
             pipe_drain: None,
             cap: NO_CAP,
             rate_mean: 0.0,
@@ -128,6 +136,26 @@ impl QueueGuard {
     pub fn for_hs_path(factor: f64, hs_factor: f64) -> Self {
         QueueGuard {
             hs_factor: (hs_factor >= 1.0).then_some(hs_factor),
+            ..QueueGuard::new(factor)
+        }
+    }
+
+    /// The guard of a proxy's PS-Path with a factor for congestion avoidance: `factor` in
+    /// slow start, as every link's, and `ps_factor` past it while the path's delivery rate
+    /// is steady (as [`Self::for_hs_path`] judges it). A `ps_factor` below 1 gives the
+    /// ordinary guard.
+    ///
+    /// Why: on a link whose rate holds, CUBIC grows its window into the bottleneck's queue
+    /// and overflows it, and PAMS makes every subflow finish together, so a drop in the
+    /// last round trips leaves the retransmission a queue's delay behind the other paths
+    /// while the primary, which reads in order, waits for it (07's two devices at 2 MB,
+    /// docs/evaluation.md, item 39). Paced at its rate (a factor of 1, the default), the
+    /// queue stays where it stood when the cap came; should the path's rate rise, the
+    /// queue drains, the standing-queue test fails and the cap goes. Over swinging rates
+    /// the guard stands aside, for the reason [`Self::for_hs_path`] gives.
+    pub fn for_ps_path(factor: f64, ps_factor: f64) -> Self {
+        QueueGuard {
+            ps_factor: (ps_factor >= 1.0).then_some(ps_factor),
             ..QueueGuard::new(factor)
         }
     }
@@ -166,8 +194,8 @@ impl QueueGuard {
             // the statistics start with congestion avoidance.
             self.rate_mean = 0.0;
             self.rate_dev = 0.0;
-        } else if x > 0.0 && self.hs_factor.is_some() {
-            // Only an HS-Path's own guard asks whether the rate is steady.
+        } else if x > 0.0 && (self.hs_factor.is_some() || self.ps_factor.is_some()) {
+            // Only a guard that holds past slow start asks whether the rate is steady.
             if self.rate_mean == 0.0 {
                 self.rate_mean = x;
             } else {
@@ -195,7 +223,8 @@ impl QueueGuard {
         let steady = self.rate_dev < STEADY_DEV * self.rate_mean;
         let own = self
             .hs_factor
-            .filter(|_| buffer_short && (steady || info.slow_start));
+            .filter(|_| buffer_short && (steady || info.slow_start))
+            .or(self.ps_factor.filter(|_| steady && !info.slow_start));
         let factor = own.unwrap_or(self.factor);
         if factor < 1.0 || !(info.slow_start || own.is_some()) || info.min_rtt_us == 0 {
             return NO_CAP;
@@ -354,6 +383,36 @@ mod tests {
         r.delivery_rate = 625_000;
         ss.check(&r, 0.0, 1.0);
         assert_eq!(ss.check(&info(80, 200_000), 0.0, 1.0), Some(1_375_000));
+    }
+
+    #[test]
+    fn a_ps_path_guard_holds_in_congestion_avoidance_only_at_a_steady_rate() {
+        let mut ca = info(80, 200_000);
+        ca.slow_start = false;
+        // Slow start: the ordinary factor.
+        let mut ss = QueueGuard::for_ps_path(1.25, 1.1);
+        assert!(!ss.watches_pipe());
+        assert_eq!(ss.check(&info(80, 200_000), 0.0, 1.0), Some(1_562_500));
+        // Congestion avoidance at a steady 1.25 MB/s: its own factor, with no pipe to ask.
+        let mut ps = QueueGuard::for_ps_path(1.25, 1.1);
+        assert_eq!(ps.check(&ca, 0.0, 1.0), Some(1_375_000));
+        // A rate that swings by half either way: not steady, no cap; steady again, it holds.
+        let mut caps = Vec::new();
+        for i in 0..200 {
+            let mut r = ca;
+            r.delivery_rate = if i % 2 == 0 { 625_000 } else { 1_875_000 };
+            caps.push(ps.check(&r, 0.0, 1.0));
+        }
+        assert_eq!(ps.cap(), None, "a swinging rate: {:?}", &caps[150..]);
+        for _ in 0..200 {
+            ps.check(&ca, 0.0, 1.0);
+        }
+        assert_eq!(ps.cap(), Some(1_375_000), "steady again");
+        // Below 1: the ordinary guard, none in congestion avoidance.
+        assert_eq!(
+            QueueGuard::for_ps_path(1.25, 0.0).check(&ca, 0.0, 1.0),
+            None
+        );
     }
 
     #[test]

@@ -177,6 +177,15 @@ pub struct Tuning {
     /// docs/evaluation.md, item 38; `mpbond-no-hs-guard` in the lab turns it off). Needs
     /// `pacing`.
     pub hs_queue_guard: f64,
+    /// The queue guard of every other link (a proxy's PS-Path) past slow start: while the
+    /// link's delivery rate is steady and its queue stands (the same test as
+    /// `queue_guard`), its pacing rate is capped at this factor times the rate it
+    /// delivers, so CUBIC's window does not grow into a drop in the last round trips of a
+    /// download, whose retransmission the primary, reading in order, would wait for
+    /// (`QueueGuard::for_ps_path`; docs/evaluation.md, item 39; `mpbond-no-ps-guard` in the
+    /// lab turns it off). At `1` (the default) the queue is held where it stands; `0`: off.
+    /// Needs `pacing`.
+    pub ps_queue_guard: f64,
     /// When stream data resumes on a link after this long without any, a CUBIC link's
     /// congestion control starts afresh, so that HyStart judges the new transfer's delay
     /// against the path as it is now, not against the smallest RTT the link's small frames
@@ -251,6 +260,7 @@ impl Default for Tuning {
             pacing: true,
             queue_guard: crate::queue_guard::DEFAULT_FACTOR,
             hs_queue_guard: crate::queue_guard::DEFAULT_HS_FACTOR,
+            ps_queue_guard: crate::queue_guard::DEFAULT_PS_FACTOR,
             cc_restart: Dur(Duration::from_secs(1)),
             congestion: String::new(),
             hs_congestion: String::new(),
@@ -577,6 +587,7 @@ impl Config {
         for (key, factor, e) in [
             ("queue_guard", t.queue_guard, "1.25"),
             ("hs_queue_guard", t.hs_queue_guard, "1.1"),
+            ("ps_queue_guard", t.ps_queue_guard, "1"),
         ] {
             if !(factor.is_finite() && (factor == 0.0 || factor >= 1.0)) {
                 return Err(format!(
@@ -761,6 +772,7 @@ allow = [{{ name = "friend", key = "{}" }}]
             ("queue_guard = 0.5", ["queue_guard", "factor >= 1"]),
             ("queue_guard = nan", ["queue_guard", "0 (off)"]),
             ("hs_queue_guard = 0.9", ["hs_queue_guard", "factor >= 1"]),
+            ("ps_queue_guard = -1.0", ["ps_queue_guard", "factor >= 1"]),
         ] {
             let e = Config::parse(
                 &format!("key = \"k\"\n[tuning]\n{bad}\n[proxy]\nlisten = \"0.0.0.0:1\"\n"),

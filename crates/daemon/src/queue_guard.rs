@@ -3,7 +3,7 @@
 //! TCP_INFO and builds each link's guard from the tuning.
 
 pub use mpbond_core::queue_guard::{
-    GuardReading, QueueGuard, DEFAULT_FACTOR, DEFAULT_HS_FACTOR, NO_CAP,
+    GuardReading, QueueGuard, DEFAULT_FACTOR, DEFAULT_HS_FACTOR, DEFAULT_PS_FACTOR, NO_CAP,
 };
 
 use crate::sys::TcpInfo;
@@ -23,15 +23,16 @@ impl From<&TcpInfo> for GuardReading {
 /// The guard of a link with `tuning`: none without `pacing` (the guard works through the
 /// kernel's pacing, and a cap would turn it on); on a proxy's HS-Path (`hs_path`) with
 /// `hs_queue_guard` set, that factor in every phase while the helper's buffer is short,
-/// and `queue_guard` in slow start otherwise; on any other link `queue_guard` in slow
-/// start.
+/// and `queue_guard` in slow start otherwise; on any other link (a proxy's PS-Path, where
+/// downloads go) `queue_guard` in slow start and, with `ps_queue_guard` set, that factor in
+/// congestion avoidance at a steady rate.
 pub fn for_link(tuning: &crate::config::Tuning, hs_path: bool) -> QueueGuard {
     if !tuning.pacing {
         QueueGuard::new(0.0)
     } else if hs_path {
         QueueGuard::for_hs_path(tuning.queue_guard, tuning.hs_queue_guard)
     } else {
-        QueueGuard::new(tuning.queue_guard)
+        QueueGuard::for_ps_path(tuning.queue_guard, tuning.ps_queue_guard)
     }
 }
 
@@ -56,6 +57,7 @@ mod tests {
     fn the_tuning_picks_each_links_guard() {
         let t = crate::config::Tuning {
             hs_queue_guard: 1.1,
+            ps_queue_guard: 0.0,
             ..Default::default()
         };
         let ca = GuardReading::from(&queued_ca());
@@ -63,7 +65,8 @@ mod tests {
             slow_start: true,
             ..ca
         };
-        // Any link but an HS-Path: the ordinary guard, slow start only.
+        // Any link but an HS-Path, with `ps_queue_guard` off: the ordinary guard, slow start
+        // only.
         let mut ps = for_link(&t, false);
         assert!(!ps.watches_pipe());
         assert_eq!(ps.check(&ca, 0.0, 1.0), None);
@@ -83,6 +86,16 @@ mod tests {
         };
         assert!(!for_link(&plain, true).watches_pipe());
         assert_eq!(for_link(&plain, true).check(&ca, 0.0, 1.0), None);
+        // With `ps_queue_guard` (by default, at 1), the other links hold in congestion
+        // avoidance too, at the rate they deliver.
+        let ps_guard = crate::config::Tuning {
+            hs_queue_guard: 1.1,
+            ..Default::default()
+        };
+        assert_eq!(
+            for_link(&ps_guard, false).check(&ca, 0.0, 1.0),
+            Some(1_250_000)
+        );
         let unpaced = crate::config::Tuning { pacing: false, ..t };
         assert_eq!(for_link(&unpaced, true).check(&ss, 0.0, 1.0), None);
         assert_eq!(for_link(&unpaced, false).check(&ss, 0.0, 1.0), None);

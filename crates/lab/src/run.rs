@@ -1334,6 +1334,8 @@ fn start_mpbond(
         MpbondVariant::HsBbr => "[tuning]\nhs_congestion = \"bbr\"\n",
         MpbondVariant::HsGuard => "[tuning]\nhs_queue_guard = 1.1\n",
         MpbondVariant::NoHsGuard => "[tuning]\nhs_queue_guard = 0.0\n",
+        MpbondVariant::PsGuard => "[tuning]\nps_queue_guard = 1.0\n",
+        MpbondVariant::NoPsGuard => "[tuning]\nps_queue_guard = 0.0\n",
         _ => "",
     };
     let eco;

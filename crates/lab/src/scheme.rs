@@ -69,6 +69,14 @@ pub enum MpbondVariant {
     /// Without the HS-Paths' own queue guard (`tuning.hs_queue_guard = 0`): they take the
     /// ordinary slow-start guard, as before item 38.
     NoHsGuard,
+    /// The PS-Path's queue guard past slow start at 1 (`tuning.ps_queue_guard`): in
+    /// congestion avoidance at a steady rate (docs/evaluation.md, item 39). The default
+    /// since item 39, so the same as `mpbond`; kept so that the commands that measured it
+    /// still run.
+    PsGuard,
+    /// Without the PS-Path's guard past slow start (`tuning.ps_queue_guard = 0`): the
+    /// ordinary slow-start guard alone, as before item 39.
+    NoPsGuard,
     /// The primary waits for the proxy to reach the origin before it relays the
     /// application's bytes (`[primary] early_data = false`): what 0-RTT stream open buys.
     WaitOpen,
@@ -85,7 +93,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 22] = [
+    const ALL: [MpbondVariant; 24] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -106,6 +114,8 @@ impl MpbondVariant {
         MpbondVariant::HsBbr,
         MpbondVariant::HsGuard,
         MpbondVariant::NoHsGuard,
+        MpbondVariant::PsGuard,
+        MpbondVariant::NoPsGuard,
         MpbondVariant::WaitOpen,
         MpbondVariant::Eco(ECO_TIME_VALUE_MW),
     ];
@@ -132,6 +142,8 @@ impl MpbondVariant {
             MpbondVariant::HsBbr => "mpbond-hs-bbr",
             MpbondVariant::HsGuard => "mpbond-hs-guard",
             MpbondVariant::NoHsGuard => "mpbond-no-hs-guard",
+            MpbondVariant::PsGuard => "mpbond-ps-guard",
+            MpbondVariant::NoPsGuard => "mpbond-no-ps-guard",
             MpbondVariant::WaitOpen => "mpbond-wait-open",
             MpbondVariant::Eco(_) => "mpbond-eco",
         }
@@ -358,6 +370,8 @@ mod tests {
             "mpbond-hs-bbr",
             "mpbond-hs-guard",
             "mpbond-no-hs-guard",
+            "mpbond-ps-guard",
+            "mpbond-no-ps-guard",
             "mpbond-wait-open",
             "mpbond-eco@2",
             "mpbond-eco-0W",

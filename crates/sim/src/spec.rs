@@ -250,6 +250,11 @@ pub struct Scenario {
     /// the HS-Path's queue delay and, past slow start, its rate is steady (1.1 by default, as
     /// in the daemons); below 1, the HS-Paths take `queue_guard`.
     pub hs_queue_guard: f64,
+    /// The PS-Path's guard in congestion avoidance, as `tuning.ps_queue_guard`
+    /// (docs/evaluation.md, item 39): past slow start, while its rate is steady, pace it at
+    /// this factor over its delivered rate once its queue stands (1 by default, as in the
+    /// daemons); below 1, off.
+    pub ps_queue_guard: f64,
 }
 
 impl Scenario {
@@ -302,6 +307,7 @@ impl Scenario {
             radio_state: true,
             queue_guard: mpbond_core::queue_guard::DEFAULT_FACTOR,
             hs_queue_guard: mpbond_core::queue_guard::DEFAULT_HS_FACTOR,
+            ps_queue_guard: mpbond_core::queue_guard::DEFAULT_PS_FACTOR,
         }
     }
 

@@ -276,14 +276,15 @@ fn link_of(p: &PathSpec, mss: u64) -> LinkConfig {
 /// A path estimator as a new connection leaves it: one RTT sample (the handshake's) and the
 /// initial window.
 /// The queue guard of flow `f`, as the proxy daemon builds a link's
-/// (`queue_guard::for_link`): with pacing on, the PS-Path takes `queue_guard` and an
-/// HS-Path `hs_queue_guard` while its helper's buffer is short; pipes have none.
+/// (`queue_guard::for_link`): with pacing on, the PS-Path takes `queue_guard` (and
+/// `ps_queue_guard` past slow start at a steady rate) and an HS-Path `hs_queue_guard` while
+/// its helper's buffer is short; pipes have none.
 fn guard_of(sc: &Scenario, f: usize) -> Option<(QueueGuard, Option<Time>)> {
     if !sc.tcp.pacing || pipe_of_flow(f).is_some() {
         return None;
     }
     let g = if f == 0 {
-        QueueGuard::new(sc.queue_guard)
+        QueueGuard::for_ps_path(sc.queue_guard, sc.ps_queue_guard)
     } else {
         QueueGuard::for_hs_path(sc.queue_guard, sc.hs_queue_guard)
     };

@@ -478,3 +478,29 @@ fn hystart_is_off_by_default_and_counted_when_on() {
         assert!(["delay", "ack_train"].contains(&e.test), "{e:?}");
     }
 }
+
+/// 07's two devices (PS 8, HS 10, pipe 5 Mbit/s) at 4 MB behind the lab's 150 KB queues,
+/// paced and with HyStart as in the lab: past slow start CUBIC grows the PS-Path's window
+/// into its queue and drops there. The PS-Path's guard in congestion avoidance (item 39),
+/// at a factor of 1, holds the queue where it stands: no drop, the bytes intact.
+#[test]
+fn the_ps_paths_guard_keeps_its_queue_from_overflowing_past_slow_start() {
+    let cell = |ps_guard: f64| {
+        let mut sc = one_helper(8.0, 10.0, 5.0, 4_000_000);
+        sc.ps.queue_bytes = Some(150_000);
+        let h = &mut sc.helpers[0];
+        h.hs.queue_bytes = Some(150_000);
+        h.pipe.queue_bytes = Some(150_000);
+        sc.tcp.pacing = true;
+        sc.tcp.hystart = true;
+        sc.ps_queue_guard = ps_guard;
+        run(&sc).unwrap()
+    };
+    let ps = |r: &SimResult| r.subflows.iter().find(|s| s.name == "ps").unwrap().clone();
+    let plain = cell(0.0);
+    let guarded = cell(1.0);
+    assert!(plain.verified && guarded.verified);
+    assert!(ps(&plain).wan_queue_drops > 0, "{:?}", ps(&plain));
+    assert_eq!(ps(&guarded).wan_queue_drops, 0, "{:?}", ps(&guarded));
+    assert!(ps(&guarded).guard_caps > 0);
+}

@@ -195,6 +195,12 @@ pub struct SimArgs {
     /// mpbond-no-hs-guard).
     #[arg(long, value_name = "FACTOR", value_parser = parse_factor)]
     hs_queue_guard: Option<f64>,
+    /// With --pacing, the PS-Path's guard past slow start (the daemons'
+    /// `tuning.ps_queue_guard`, 1 by default): in congestion avoidance at a steady rate,
+    /// once its queue stands, pace it at this factor over its delivered rate; 0: off (the
+    /// lab's mpbond-no-ps-guard).
+    #[arg(long, value_name = "FACTOR", value_parser = parse_factor)]
+    ps_queue_guard: Option<f64>,
     /// Seed for random loss.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -333,9 +339,14 @@ impl SimArgs {
             "flexible" => FeedbackRoute::Flexible,
             other => bail!("bad --feedback {other:?}: hs or flexible"),
         };
-        if !self.pacing && (self.queue_guard.is_some() || self.hs_queue_guard.is_some()) {
+        if !self.pacing
+            && (self.queue_guard.is_some()
+                || self.hs_queue_guard.is_some()
+                || self.ps_queue_guard.is_some())
+        {
             bail!(
-                "--queue-guard and --hs-queue-guard need --pacing: the guard caps the pacing rate"
+                "--queue-guard, --hs-queue-guard and --ps-queue-guard need --pacing: the guard \
+                 caps the pacing rate"
             );
         }
         let pipe_radio = mpbond_core::energy::Radio::parse(&self.pipe_radio)
@@ -384,6 +395,9 @@ impl SimArgs {
                     }
                     if let Some(f) = self.hs_queue_guard {
                         sc.hs_queue_guard = f;
+                    }
+                    if let Some(f) = self.ps_queue_guard {
+                        sc.ps_queue_guard = f;
                     }
                     sc.pams.recall = match self.recall.as_str() {
                         "balanced" => RecallAmount::Balanced,
