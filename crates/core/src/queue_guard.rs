@@ -55,6 +55,11 @@ pub const RATE_GAIN: f64 = 1.0 / 16.0;
 /// A steady delivery rate, for an HS-Path's own guard in congestion avoidance: the mean
 /// deviation of the samples under this fraction of their mean.
 pub const STEADY_DEV: f64 = 0.15;
+/// A PS-Path's guard judges the rate steady only after this many readings since slow start
+/// or a loss recovery ended (one time constant of the moving averages): a collapse of the
+/// rate takes that long to show in them, and a cap set at a collapsed rate would hold the
+/// path at it (docs/evaluation.md, item 39).
+pub const PS_STEADY_READINGS: u32 = 16;
 /// The default factor over the delivered rate (the daemons' `tuning.queue_guard`).
 pub const DEFAULT_FACTOR: f64 = 1.25;
 /// The default factor of an HS-Path's own guard (`tuning.hs_queue_guard`): its queue grows
@@ -80,6 +85,9 @@ pub struct GuardReading {
     pub delivery_rate: u64,
     /// The window is below the slow-start threshold.
     pub slow_start: bool,
+    /// The sender is recovering from a loss (`tcpi_ca_state` Recovery or Loss): its
+    /// delivery-rate samples then measure the retransmissions, not the path.
+    pub recovering: bool,
 }
 
 /// The guard of one link: whether it caps the link's pacing rate, and at what.
@@ -100,6 +108,8 @@ pub struct QueueGuard {
     /// Moving mean and mean deviation of the delivery-rate samples, bytes per second.
     rate_mean: f64,
     rate_dev: f64,
+    /// Readings that went into them.
+    rate_n: u32,
 }
 
 impl QueueGuard {
@@ -114,6 +124,7 @@ impl QueueGuard {
             cap: NO_CAP,
             rate_mean: 0.0,
             rate_dev: 0.0,
+            rate_n: 0,
         }
     }
 
@@ -189,13 +200,16 @@ impl QueueGuard {
     /// it is: delivery-rate samples move by a few percent every ACK.
     pub fn check(&mut self, info: &GuardReading, est_rate: f64, fill: f64) -> Option<u64> {
         let x = info.delivery_rate as f64;
-        if info.slow_start {
+        if info.slow_start || (info.recovering && self.ps_factor.is_some()) {
             // A rate that doubles every round trip says nothing of how steady the path is:
-            // the statistics start with congestion avoidance.
+            // the statistics start with congestion avoidance. Nor does the pace of a loss
+            // recovery's retransmissions, for a PS-Path's guard: they start again after it.
             self.rate_mean = 0.0;
             self.rate_dev = 0.0;
+            self.rate_n = 0;
         } else if x > 0.0 && (self.hs_factor.is_some() || self.ps_factor.is_some()) {
             // Only a guard that holds past slow start asks whether the rate is steady.
+            self.rate_n = self.rate_n.saturating_add(1);
             if self.rate_mean == 0.0 {
                 self.rate_mean = x;
             } else {
@@ -224,7 +238,9 @@ impl QueueGuard {
         let own = self
             .hs_factor
             .filter(|_| buffer_short && (steady || info.slow_start))
-            .or(self.ps_factor.filter(|_| steady && !info.slow_start));
+            .or(self.ps_factor.filter(|_| {
+                steady && self.rate_n >= PS_STEADY_READINGS && !info.slow_start && !info.recovering
+            }));
         let factor = own.unwrap_or(self.factor);
         if factor < 1.0 || !(info.slow_start || own.is_some()) || info.min_rtt_us == 0 {
             return NO_CAP;
@@ -262,6 +278,7 @@ mod tests {
             unacked_bytes: flight,
             delivery_rate: 1_250_000,
             slow_start: true,
+            recovering: false,
         }
     }
 
@@ -393,8 +410,22 @@ mod tests {
         let mut ss = QueueGuard::for_ps_path(1.25, 1.1);
         assert!(!ss.watches_pipe());
         assert_eq!(ss.check(&info(80, 200_000), 0.0, 1.0), Some(1_562_500));
-        // Congestion avoidance at a steady 1.25 MB/s: its own factor, with no pipe to ask.
+        // Congestion avoidance at a steady 1.25 MB/s: its own factor once the rate has had
+        // time to show it is steady, with no pipe to ask.
         let mut ps = QueueGuard::for_ps_path(1.25, 1.1);
+        for _ in 1..PS_STEADY_READINGS {
+            assert_eq!(ps.check(&ca, 0.0, 1.0), None);
+        }
+        assert_eq!(ps.check(&ca, 0.0, 1.0), Some(1_375_000));
+        // A loss recovery lifts it and starts the count again: a recovery's rate is the
+        // retransmissions'.
+        let mut rec = ca;
+        rec.recovering = true;
+        rec.delivery_rate = 25_000;
+        assert_eq!(ps.check(&rec, 0.0, 1.0), Some(NO_CAP));
+        for _ in 1..PS_STEADY_READINGS {
+            assert_eq!(ps.check(&ca, 0.0, 1.0), None);
+        }
         assert_eq!(ps.check(&ca, 0.0, 1.0), Some(1_375_000));
         // A rate that swings by half either way: not steady, no cap; steady again, it holds.
         let mut caps = Vec::new();

@@ -16,6 +16,7 @@ impl From<&TcpInfo> for GuardReading {
             unacked_bytes: t.unacked_bytes,
             delivery_rate: t.delivery_rate,
             slow_start: t.slow_start,
+            recovering: t.recovering,
         }
     }
 }
@@ -92,10 +93,17 @@ mod tests {
             hs_queue_guard: 1.1,
             ..Default::default()
         };
-        assert_eq!(
-            for_link(&ps_guard, false).check(&ca, 0.0, 1.0),
-            Some(1_250_000)
-        );
+        let mut ps = for_link(&ps_guard, false);
+        for _ in 1..mpbond_core::queue_guard::PS_STEADY_READINGS {
+            assert_eq!(ps.check(&ca, 0.0, 1.0), None, "not yet shown steady");
+        }
+        assert_eq!(ps.check(&ca, 0.0, 1.0), Some(1_250_000));
+        // In a loss recovery it stands aside.
+        let recovering = GuardReading {
+            recovering: true,
+            ..ca
+        };
+        assert_eq!(ps.check(&recovering, 0.0, 1.0), Some(NO_CAP));
         let unpaced = crate::config::Tuning { pacing: false, ..t };
         assert_eq!(for_link(&unpaced, true).check(&ss, 0.0, 1.0), None);
         assert_eq!(for_link(&unpaced, false).check(&ss, 0.0, 1.0), None);

@@ -99,6 +99,10 @@ pub struct TcpInfo {
     /// round trip (the kernel reports a threshold of 0 during the initial slow start).
     #[serde(default)]
     pub slow_start: bool,
+    /// Recovering from a loss: `tcpi_ca_state` is Recovery or Loss (the queue guard of a
+    /// PS-Path stands aside then, `QueueGuard::for_ps_path`).
+    #[serde(default)]
+    pub recovering: bool,
     /// Packets delivered since the connection opened (`tcpi_delivered`), for [`PacketFill`].
     /// It counts SACKed packets as soon as they are SACKed, before the cumulative ACK (and
     /// `bytes_acked`) covers them.
@@ -222,6 +226,8 @@ pub fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
         total_retrans: r.total_retrans,
         last_ack_recv_ms: r.last_ack_recv,
         slow_start: r.snd_ssthresh == 0 || r.snd_cwnd < r.snd_ssthresh,
+        // TCP_CA_Recovery = 3, TCP_CA_Loss = 4 (include/net/tcp.h's tcp_ca_state).
+        recovering: r.head[1] >= 3,
         delivered: r.delivered,
         sacked: r.sacked,
         sacked_bytes: r.sacked as u64 * mss,

@@ -295,6 +295,12 @@ impl<F> Tcp<F> {
         }
     }
 
+    /// Recovering from a loss (fast recovery, or timeouts not yet undone by an ACK, or
+    /// segments known lost and not yet resent), as the kernel's Recovery and Loss states.
+    pub fn recovering(&self) -> bool {
+        self.recovery_until.is_some() || self.backoff > 0 || !self.lost.is_empty()
+    }
+
     /// True while the congestion window is below the slow-start threshold.
     pub fn in_slow_start(&self) -> bool {
         self.cwnd < self.ssthresh

@@ -716,6 +716,7 @@ impl<'a> World<'a> {
             unacked_bytes: tcp.unacked(),
             delivery_rate: tcp.delivery_rate().map_or(0, |r| r.rate as u64),
             slow_start: tcp.in_slow_start(),
+            recovering: tcp.recovering(),
         };
         let was_capped = g.cap().is_some();
         if let Some(cap) = g.check(&reading, self.proxy_est[s].throughput(), 1.0) {
