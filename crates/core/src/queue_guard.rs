@@ -56,10 +56,12 @@ pub const RATE_GAIN: f64 = 1.0 / 16.0;
 /// deviation of the samples under this fraction of their mean.
 pub const STEADY_DEV: f64 = 0.15;
 /// A PS-Path's guard judges the rate steady only after this many readings since slow start
-/// or a loss recovery ended (one time constant of the moving averages): a collapse of the
-/// rate takes that long to show in them, and a cap set at a collapsed rate would hold the
-/// path at it (docs/evaluation.md, item 39).
-pub const PS_STEADY_READINGS: u32 = 16;
+/// or a loss recovery ended (four time constants of the moving averages, about 0.3 s at the
+/// daemons' 5 ms tick): a collapse of the rate takes a time constant to show in them, and a
+/// cap set at a collapsed rate would hold the path at it; over LTE traces, whose rate holds
+/// for a tenth of a second here and there, 16 readings still let the cap hold the PS-Path
+/// below a rising rate (docs/evaluation.md, item 39).
+pub const PS_STEADY_READINGS: u32 = 64;
 /// The default factor over the delivered rate (the daemons' `tuning.queue_guard`).
 pub const DEFAULT_FACTOR: f64 = 1.25;
 /// The default factor of an HS-Path's own guard (`tuning.hs_queue_guard`): its queue grows
