@@ -69,9 +69,11 @@ pub const DEFAULT_FACTOR: f64 = 1.25;
 /// overflow within most downloads (docs/evaluation.md, item 38; 1.05 did the same there).
 pub const DEFAULT_HS_FACTOR: f64 = 1.1;
 /// The default factor of a PS-Path's guard in congestion avoidance
-/// (`tuning.ps_queue_guard`): 1, the queue held where it stands (docs/evaluation.md, item
-/// 39: at 1.1 it still overflowed in 5 of 12 of 07's runs at 2 MB, at 1 in none of 16).
-pub const DEFAULT_PS_FACTOR: f64 = 1.0;
+/// (`tuning.ps_queue_guard`): off. At 1 (the queue held where it stands) it removes 07's
+/// late drops (docs/evaluation.md, item 39: at 1.1 the queue still overflowed in 5 of 12
+/// runs, at 1 in none of 48), but over 10a's LTE traces it cost about 2% at 4 MB in four
+/// invocations of four, so it is a setting for steady links.
+pub const DEFAULT_PS_FACTOR: f64 = 0.0;
 
 /// What the guard reads of a link's TCP state, in TCP_INFO's units: the daemons fill it
 /// from TCP_INFO, the simulator from its TCP model.
@@ -155,17 +157,19 @@ impl QueueGuard {
 
     /// The guard of a proxy's PS-Path with a factor for congestion avoidance: `factor` in
     /// slow start, as every link's, and `ps_factor` past it while the path's delivery rate
-    /// is steady (as [`Self::for_hs_path`] judges it). A `ps_factor` below 1 gives the
+    /// is steady (as [`Self::for_hs_path`] judges it, over at least [`PS_STEADY_READINGS`])
+    /// and the sender is not recovering from a loss. A `ps_factor` below 1 gives the
     /// ordinary guard.
     ///
     /// Why: on a link whose rate holds, CUBIC grows its window into the bottleneck's queue
     /// and overflows it, and PAMS makes every subflow finish together, so a drop in the
     /// last round trips leaves the retransmission a queue's delay behind the other paths
     /// while the primary, which reads in order, waits for it (07's two devices at 2 MB,
-    /// docs/evaluation.md, item 39). Paced at its rate (a factor of 1, the default), the
-    /// queue stays where it stood when the cap came; should the path's rate rise, the
-    /// queue drains, the standing-queue test fails and the cap goes. Over swinging rates
-    /// the guard stands aside, for the reason [`Self::for_hs_path`] gives.
+    /// docs/evaluation.md, item 39). Paced at its rate (a factor of 1), the queue stays
+    /// where it stood when the cap came; should the path's rate rise, the queue drains,
+    /// the standing-queue test fails and the cap goes. Over swinging rates it should stand
+    /// aside, for the reason [`Self::for_hs_path`] gives, but over 10a's LTE traces it
+    /// still cost about 2% at 4 MB, so it is off by default ([`DEFAULT_PS_FACTOR`]).
     pub fn for_ps_path(factor: f64, ps_factor: f64) -> Self {
         QueueGuard {
             ps_factor: (ps_factor >= 1.0).then_some(ps_factor),

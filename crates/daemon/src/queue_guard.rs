@@ -87,10 +87,12 @@ mod tests {
         };
         assert!(!for_link(&plain, true).watches_pipe());
         assert_eq!(for_link(&plain, true).check(&ca, 0.0, 1.0), None);
-        // With `ps_queue_guard` (by default, at 1), the other links hold in congestion
+        // With `ps_queue_guard` at 1 (off by default), the other links hold in congestion
         // avoidance too, at the rate they deliver.
+        assert_eq!(crate::config::Tuning::default().ps_queue_guard, 0.0);
         let ps_guard = crate::config::Tuning {
             hs_queue_guard: 1.1,
+            ps_queue_guard: 1.0,
             ..Default::default()
         };
         let mut ps = for_link(&ps_guard, false);

@@ -70,12 +70,12 @@ pub enum MpbondVariant {
     /// ordinary slow-start guard, as before item 38.
     NoHsGuard,
     /// The PS-Path's queue guard past slow start at 1 (`tuning.ps_queue_guard`): in
-    /// congestion avoidance at a steady rate (docs/evaluation.md, item 39). The default
-    /// since item 39, so the same as `mpbond`; kept so that the commands that measured it
-    /// still run.
+    /// congestion avoidance at a steady rate, outside loss recovery (docs/evaluation.md,
+    /// item 39). Off by default.
     PsGuard,
-    /// Without the PS-Path's guard past slow start (`tuning.ps_queue_guard = 0`): the
-    /// ordinary slow-start guard alone, as before item 39.
+    /// Without the PS-Path's guard past slow start (`tuning.ps_queue_guard = 0`), the
+    /// default, so the same as `mpbond`; kept so that the commands that measured it still
+    /// run.
     NoPsGuard,
     /// The primary waits for the proxy to reach the origin before it relays the
     /// application's bytes (`[primary] early_data = false`): what 0-RTT stream open buys.

@@ -252,8 +252,8 @@ pub struct Scenario {
     pub hs_queue_guard: f64,
     /// The PS-Path's guard in congestion avoidance, as `tuning.ps_queue_guard`
     /// (docs/evaluation.md, item 39): past slow start, while its rate is steady, pace it at
-    /// this factor over its delivered rate once its queue stands (1 by default, as in the
-    /// daemons); below 1, off.
+    /// this factor over its delivered rate once its queue stands; below 1 (the default, as
+    /// in the daemons), off.
     pub ps_queue_guard: f64,
 }
 

@@ -196,9 +196,9 @@ pub struct SimArgs {
     #[arg(long, value_name = "FACTOR", value_parser = parse_factor)]
     hs_queue_guard: Option<f64>,
     /// With --pacing, the PS-Path's guard past slow start (the daemons'
-    /// `tuning.ps_queue_guard`, 1 by default): in congestion avoidance at a steady rate,
-    /// once its queue stands, pace it at this factor over its delivered rate; 0: off (the
-    /// lab's mpbond-no-ps-guard).
+    /// `tuning.ps_queue_guard`, off by default): in congestion avoidance at a steady rate
+    /// and outside loss recovery, once its queue stands, pace it at this factor over its
+    /// delivered rate (the lab's mpbond-ps-guard: 1); 0: off.
     #[arg(long, value_name = "FACTOR", value_parser = parse_factor)]
     ps_queue_guard: Option<f64>,
     /// Seed for random loss.
