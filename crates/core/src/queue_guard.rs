@@ -71,7 +71,7 @@ pub const DEFAULT_HS_FACTOR: f64 = 1.1;
 /// The default factor of a PS-Path's guard in congestion avoidance
 /// (`tuning.ps_queue_guard`): off. At 1 (the queue held where it stands) it removes 07's
 /// late drops (docs/evaluation.md, item 39: at 1.1 the queue still overflowed in 5 of 12
-/// runs, at 1 in none of 48), but over 10a's LTE traces it cost about 2% at 4 MB in four
+/// runs, at 1 in none of 52), but over 10a's LTE traces it cost about 2% at 4 MB in four
 /// invocations of four, so it is a setting for steady links.
 pub const DEFAULT_PS_FACTOR: f64 = 0.0;
 

@@ -554,22 +554,28 @@ fn sim_refuses_a_queue_guard_it_cannot_run() {
     }
 }
 
+/// `mpbond sim ARGS --json`, which must succeed: its result.
+fn sim_json(args: &[&str]) -> serde_json::Value {
+    let out = mpbond()
+        .arg("sim")
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run mpbond sim");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
 /// `--hystart` reaches the simulator's TCP model: its slow-start exits are reported per
 /// subflow, and without the flag there are none.
 #[test]
 fn sim_hystart_is_an_option_and_reported() {
     let exits = |extra: &[&str]| -> u64 {
-        let out = mpbond()
-            .args(["sim", "--size", "2MB", "--pacing", "--json"])
-            .args(extra)
-            .output()
-            .expect("run mpbond sim");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let v = sim_json(&[&["--size", "2MB", "--pacing"], extra].concat());
         v["subflows"]
             .as_array()
             .expect("subflows")
@@ -587,17 +593,7 @@ fn sim_hystart_is_an_option_and_reported() {
 #[test]
 fn sim_pipes_follow_the_labs_wlan_profiles() {
     let time = |extra: &[&str]| -> f64 {
-        let out = mpbond()
-            .args(["sim", "--ps", "8", "--hs", "10", "--size", "4MB", "--json"])
-            .args(extra)
-            .output()
-            .expect("run mpbond sim");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let v = sim_json(&[&["--ps", "8", "--hs", "10", "--size", "4MB"], extra].concat());
         assert_eq!(v["verified"], true, "{v}");
         v["download_time_s"].as_f64().expect("download_time_s")
     };

@@ -363,15 +363,22 @@ fn the_admission_runs_on_the_simulated_radios() {
 /// order (docs/evaluation.md, item 37). The HS-Paths' own queue guard (item 38) keeps the
 /// queue from overflowing: no drop there, and the download ends well before.
 fn item37_cell(hs_guard: f64, hystart: bool) -> SimResult {
-    let mut sc = one_helper(1.0, 5.0, 5.0, 2_000_000);
-    sc.ps.queue_bytes = Some(150_000);
-    let h = &mut sc.helpers[0];
-    h.hs.queue_bytes = Some(150_000);
-    h.pipe.queue_bytes = Some(150_000);
-    sc.tcp.pacing = true;
-    sc.tcp.hystart = hystart;
+    let mut sc = lab_queues(one_helper(1.0, 5.0, 5.0, 2_000_000), hystart);
     sc.hs_queue_guard = hs_guard;
     run(&sc).unwrap()
+}
+
+/// `sc` behind the lab's 150 KB queues on every link, paced as the daemons pace, with or
+/// without the kernel's HyStart.
+fn lab_queues(mut sc: Scenario, hystart: bool) -> Scenario {
+    sc.ps.queue_bytes = Some(150_000);
+    for h in &mut sc.helpers {
+        h.hs.queue_bytes = Some(150_000);
+        h.pipe.queue_bytes = Some(150_000);
+    }
+    sc.tcp.pacing = true;
+    sc.tcp.hystart = hystart;
+    sc
 }
 
 fn helper1(r: &SimResult) -> mpbond_sim::report::SubflowResult {
@@ -486,13 +493,7 @@ fn hystart_is_off_by_default_and_counted_when_on() {
 #[test]
 fn the_ps_paths_guard_keeps_its_queue_from_overflowing_past_slow_start() {
     let cell = |ps_guard: f64| {
-        let mut sc = one_helper(8.0, 10.0, 5.0, 4_000_000);
-        sc.ps.queue_bytes = Some(150_000);
-        let h = &mut sc.helpers[0];
-        h.hs.queue_bytes = Some(150_000);
-        h.pipe.queue_bytes = Some(150_000);
-        sc.tcp.pacing = true;
-        sc.tcp.hystart = true;
+        let mut sc = lab_queues(one_helper(8.0, 10.0, 5.0, 4_000_000), true);
         sc.ps_queue_guard = ps_guard;
         run(&sc).unwrap()
     };
