@@ -62,6 +62,12 @@ pub const STEADY_DEV: f64 = 0.15;
 /// for a tenth of a second here and there, 16 readings still let the cap hold the PS-Path
 /// below a rising rate (docs/evaluation.md, item 39).
 pub const PS_STEADY_READINGS: u32 = 64;
+/// ... and only while the mean deviation of the samples is under this fraction of their
+/// mean, a third of [`STEADY_DEV`]: a constant link's samples hold within it (07's two
+/// devices at 2 MB kept every run at 1.39 s), while an LTE trace's calm stretches mostly do
+/// not (10a's stretch from 90 s no longer slower with the guard; docs/evaluation.md, item
+/// 39).
+pub const PS_STEADY_DEV: f64 = 0.05;
 /// The default factor over the delivered rate (the daemons' `tuning.queue_guard`).
 pub const DEFAULT_FACTOR: f64 = 1.25;
 /// The default factor of an HS-Path's own guard (`tuning.hs_queue_guard`): its queue grows
@@ -157,8 +163,8 @@ impl QueueGuard {
 
     /// The guard of a proxy's PS-Path with a factor for congestion avoidance: `factor` in
     /// slow start, as every link's, and `ps_factor` past it while the path's delivery rate
-    /// is steady (as [`Self::for_hs_path`] judges it, over at least [`PS_STEADY_READINGS`])
-    /// and the sender is not recovering from a loss. A `ps_factor` below 1 gives the
+    /// is steady (as [`Self::for_hs_path`] judges it, but within [`PS_STEADY_DEV`] and over
+    /// at least [`PS_STEADY_READINGS`]) and the sender is not recovering from a loss. A `ps_factor` below 1 gives the
     /// ordinary guard.
     ///
     /// Why: on a link whose rate holds, CUBIC grows its window into the bottleneck's queue
@@ -245,7 +251,10 @@ impl QueueGuard {
             .hs_factor
             .filter(|_| buffer_short && (steady || info.slow_start))
             .or(self.ps_factor.filter(|_| {
-                steady && self.rate_n >= PS_STEADY_READINGS && !info.slow_start && !info.recovering
+                self.rate_dev < PS_STEADY_DEV * self.rate_mean
+                    && self.rate_n >= PS_STEADY_READINGS
+                    && !info.slow_start
+                    && !info.recovering
             }));
         let factor = own.unwrap_or(self.factor);
         if factor < 1.0 || !(info.slow_start || own.is_some()) || info.min_rtt_us == 0 {
