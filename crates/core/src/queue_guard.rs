@@ -77,8 +77,8 @@ pub const DEFAULT_HS_FACTOR: f64 = 1.1;
 /// The default factor of a PS-Path's guard in congestion avoidance
 /// (`tuning.ps_queue_guard`): off. At 1 (the queue held where it stands) it removes 07's
 /// late drops (docs/evaluation.md, item 39: at 1.1 the queue still overflowed in 5 of 12
-/// runs, at 1 in none of 52), but over 10a's LTE traces it cost about 2% at 4 MB in four
-/// invocations of four, so it is a setting for steady links.
+/// runs, at 1 in none of 64), but over 10a's LTE traces it cost 1-3% at 4 MB (about 1%
+/// with [`PS_STEADY_DEV`]), so it is a setting for steady links.
 pub const DEFAULT_PS_FACTOR: f64 = 0.0;
 
 /// What the guard reads of a link's TCP state, in TCP_INFO's units: the daemons fill it
@@ -175,7 +175,7 @@ impl QueueGuard {
     /// where it stood when the cap came; should the path's rate rise, the queue drains,
     /// the standing-queue test fails and the cap goes. Over swinging rates it should stand
     /// aside, for the reason [`Self::for_hs_path`] gives, but over 10a's LTE traces it
-    /// still cost about 2% at 4 MB, so it is off by default ([`DEFAULT_PS_FACTOR`]).
+    /// still costs about 1% at 4 MB, so it is off by default ([`DEFAULT_PS_FACTOR`]).
     pub fn for_ps_path(factor: f64, ps_factor: f64) -> Self {
         QueueGuard {
             ps_factor: (ps_factor >= 1.0).then_some(ps_factor),
