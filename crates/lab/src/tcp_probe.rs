@@ -286,28 +286,30 @@ impl TcpProbe {
 
     /// Turns the event off and returns what was captured.
     pub fn finish(mut self) -> io::Result<Capture> {
-        let _ = fs::write(self.instance.join("events/tcp/tcp_probe/enable"), "0");
-        self.stop.store(true, Ordering::SeqCst);
-        let cap = match self.reader.take() {
-            Some(r) => r
-                .join()
-                .map_err(|_| io::Error::other("the tcp_probe reader panicked"))??,
-            None => Capture::default(),
-        };
-        let mut cap = cap;
+        let mut cap = self
+            .stop_reader()
+            .unwrap_or_else(|| Ok(Capture::default()))?;
         // Each CPU's buffer is in order; the pipe merges them, but sort to be sure.
         cap.events.sort_by_key(|e| e.mono_ns);
         Ok(cap)
+    }
+
+    /// Turns the event off and joins the reader, once: what it read, if it was running.
+    fn stop_reader(&mut self) -> Option<io::Result<Capture>> {
+        let _ = fs::write(self.instance.join("events/tcp/tcp_probe/enable"), "0");
+        self.stop.store(true, Ordering::SeqCst);
+        let r = self.reader.take()?;
+        Some(
+            r.join()
+                .map_err(|_| io::Error::other("the tcp_probe reader panicked"))
+                .and_then(|c| c),
+        )
     }
 }
 
 impl Drop for TcpProbe {
     fn drop(&mut self) {
-        let _ = fs::write(self.instance.join("events/tcp/tcp_probe/enable"), "0");
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
+        let _ = self.stop_reader();
         // rmdir of a tracefs instance frees its buffers.
         if let Err(e) = fs::remove_dir(&self.instance) {
             tracing::warn!(instance = %self.instance.display(), error = %e,

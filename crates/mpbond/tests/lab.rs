@@ -9,21 +9,29 @@ use std::sync::Mutex;
 /// another test's live namespaces would spoil (and the 2-core machine runs them best alone).
 static LAB: Mutex<()> = Mutex::new(());
 
-/// Runs `mpbond lab run` on a scenario with `--check` and returns its runs and its report.
-fn lab_run(name: &str) -> (Vec<serde_json::Value>, String) {
-    let out = std::env::temp_dir().join(format!("mpbond-lab-{name}-{}", std::process::id()));
+/// Runs `mpbond lab run` on `scenarios/<name>.toml` with `args` and `--out <out>`, which must
+/// succeed.
+fn lab_run_into(name: &str, args: &[&str], out: &std::path::Path) {
     let scenario = format!("{}/../../scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
     let r = Command::new(env!("CARGO_BIN_EXE_mpbond"))
-        .args(["lab", "run", &scenario, "--check", "--out"])
-        .arg(&out)
+        .args(["lab", "run", &scenario])
+        .args(args)
+        .arg("--out")
+        .arg(out)
         .output()
         .expect("run mpbond lab");
     assert!(
         r.status.success(),
-        "mpbond lab {name} failed:\n{}\n{}",
+        "mpbond lab {name} {args:?} failed:\n{}\n{}",
         String::from_utf8_lossy(&r.stdout),
         String::from_utf8_lossy(&r.stderr)
     );
+}
+
+/// Runs `mpbond lab run` on a scenario with `--check` and returns its runs and its report.
+fn lab_run(name: &str) -> (Vec<serde_json::Value>, String) {
+    let out = std::env::temp_dir().join(format!("mpbond-lab-{name}-{}", std::process::id()));
+    lab_run_into(name, &["--check"], &out);
     let results: serde_json::Value = serde_json::from_slice(
         &std::fs::read(out.join("results.json")).expect("results.json written"),
     )
@@ -276,26 +284,7 @@ fn packets_keeps_the_packet_log_counters_and_every_senders_window() {
     let _one = LAB.lock().unwrap_or_else(|p| p.into_inner());
     let before = namespaces();
     let out = std::env::temp_dir().join(format!("mpbond-lab-packets-{}", std::process::id()));
-    let scenario = format!("{}/../../scenarios/smoke.toml", env!("CARGO_MANIFEST_DIR"));
-    let r = Command::new(env!("CARGO_BIN_EXE_mpbond"))
-        .args([
-            "lab",
-            "run",
-            &scenario,
-            "--schemes",
-            "mpbond",
-            "--packets",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("run mpbond lab run --packets");
-    assert!(
-        r.status.success(),
-        "mpbond lab run --packets failed:\n{}\n{}",
-        String::from_utf8_lossy(&r.stdout),
-        String::from_utf8_lossy(&r.stderr)
-    );
+    lab_run_into("smoke", &["--schemes", "mpbond", "--packets"], &out);
     let run = out.join("work/v0/mpbond-1000000-0");
     let read = |f: &str| {
         std::fs::read_to_string(run.join(f)).unwrap_or_else(|e| panic!("{f} in {run:?}: {e}"))
