@@ -5,8 +5,10 @@
 //! A radio is a state machine driven by its packets, in [`BIN`]s:
 //! - **idle** costs nothing (the device's base power is not the network's);
 //! - the first packet after idle pays a **promotion** (LTE RRC_IDLE → RRC_CONNECTED);
-//! - a bin with packets is **active**: `β + αu·up_Mbps + αd·down_Mbps` (Huang et al.,
-//!   MobiSys 2012, §5: power grows linearly with throughput in each direction);
+//! - a bin with packets is **active**: `β` plus what its throughput costs ([`Throughput`]):
+//!   for LTE `αu·up_Mbps + αd·down_Mbps` (Huang et al., MobiSys 2012, §5: power grows
+//!   linearly with throughput in each direction), for WiFi the power of sending and of
+//!   receiving for the share of the bin the radio is on the air (Android's power profiles);
 //! - a bin without packets within `tail` of the last activity is **tail** (the radio waits
 //!   in a high-power state for more data); after the last packet the whole tail is paid.
 //!
@@ -21,14 +23,94 @@ pub use mpbond_proto::Radio;
 /// Bin width of the activity model.
 pub const BIN: Duration = Duration::from_millis(100);
 
+/// TCP goodput of a WLAN close by, Mbit/s: 802.11n MCS 7 (65 Mbit/s) at the 60% MAC
+/// efficiency of the lab's WLAN model (`lab::wlan`, 1 m with line of sight). A WiFi radio is
+/// on the air all the time at this goodput, and for a share of the time below it: a pipe
+/// throttled to 5 Mbit/s (the paper's `tc` on real WiFi, §6.1) keeps its radios on the air
+/// an eighth of the time.
+pub const WIFI_CLOSE_MBPS: f64 = 39.0;
+
+/// A WiFi radio's power while sending, mW: 350 mA at 3.7 V, the `wifi.controller.tx` and
+/// `wifi.controller.voltage` of the Pixel 2 XL's Android power profile (AOSP
+/// device/google/taimen, `power_profile.xml`; the paper's primary is a Pixel 2, same
+/// system-on-chip and WiFi).
+pub const WIFI_TX_MW: f64 = 350.0 * 3.7;
+
+/// A WiFi radio's power while receiving, mW: 125 mA at 3.7 V (`wifi.controller.rx`, the same
+/// profile).
+pub const WIFI_RX_MW: f64 = 125.0 * 3.7;
+
+/// How a radio's active power grows with what it moves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum Throughput {
+    /// Linear in the throughput each way, mW per Mbit/s (Huang et al.'s fits, measured up to
+    /// a phone's LTE and 802.11g rates of 2011).
+    Linear {
+        /// Extra power per Mbit/s sent.
+        up: f64,
+        /// Extra power per Mbit/s received.
+        down: f64,
+    },
+    /// In proportion to the time the radio is on the air, as Android prices WiFi: the power
+    /// while sending and while receiving, for the share of the bin its bytes take at the
+    /// link's air rate (the goodput at which it would be on the air all the time), at most
+    /// the whole bin. Unlike a linear fit it cannot exceed what the radio draws when busy:
+    /// Huang et al.'s 283 mW per Mbit/s sent, applied to a 39 Mbit/s WLAN, would be 11 W.
+    Airtime {
+        /// Power while sending, mW.
+        tx: f64,
+        /// Power while receiving, mW.
+        rx: f64,
+    },
+}
+
+impl Throughput {
+    /// Extra power, mW, for `up` and `down` Mbit/s over a link whose air rate is `air_mbps`
+    /// (used by [`Throughput::Airtime`] only; 0 or less: the radio is on the air throughout).
+    pub fn mw(&self, up: f64, down: f64, air_mbps: f64) -> f64 {
+        match *self {
+            Throughput::Linear { up: au, down: ad } => au * up + ad * down,
+            Throughput::Airtime { tx, rx } => {
+                let total = up + down;
+                if total <= 0.0 {
+                    return 0.0;
+                }
+                let busy = if air_mbps > 0.0 {
+                    (total / air_mbps).min(1.0)
+                } else {
+                    1.0
+                };
+                busy * (tx * up + rx * down) / total
+            }
+        }
+    }
+
+    /// Extra power per Mbit/s sent (`sending`) or received, at air rate `air_mbps`: what a
+    /// byte costs below saturation.
+    pub fn mw_per_mbps(&self, sending: bool, air_mbps: f64) -> f64 {
+        match *self {
+            Throughput::Linear { up, down } => {
+                if sending {
+                    up
+                } else {
+                    down
+                }
+            }
+            Throughput::Airtime { tx, rx } if air_mbps > 0.0 => {
+                (if sending { tx } else { rx }) / air_mbps
+            }
+            Throughput::Airtime { .. } => 0.0,
+        }
+    }
+}
+
 /// One radio's power model (mW, Mbps, seconds).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RadioModel {
-    /// Extra power per Mbps sent, mW.
-    pub alpha_up: f64,
-    /// Extra power per Mbps received, mW.
-    pub alpha_down: f64,
+    /// What its throughput costs on top of `beta`.
+    pub throughput: Throughput,
     /// Power while active at zero throughput, mW.
     pub beta: f64,
     /// Power during promotion from idle, mW.
@@ -44,20 +126,33 @@ pub struct RadioModel {
 impl RadioModel {
     /// The published parameters.
     ///
-    /// - LTE and WiFi: Huang et al., "A Close Examination of Performance and Power
-    ///   Characteristics of 4G LTE Networks", MobiSys 2012, Tables 3 and 4: LTE
-    ///   αu 438.39, αd 51.97, β 1288.04 mW; promotion 1210.7 mW for 260.1 ms; tail 1060.0 mW
-    ///   for 11 576 ms. WiFi αu 283.17, αd 137.01, β 132.86 mW; promotion 124.4 mW for
-    ///   79.1 ms; tail 119.3 mW for 238.1 ms.
+    /// - LTE: Huang et al., "A Close Examination of Performance and Power Characteristics of
+    ///   4G LTE Networks", MobiSys 2012, Tables 3 and 4: αu 438.39, αd 51.97, β 1288.04 mW;
+    ///   promotion 1210.7 mW for 260.1 ms; tail 1060.0 mW for 11 576 ms.
+    /// - WiFi: on the air, 1295 mW sending and 462.5 mW receiving ([`WIFI_TX_MW`],
+    ///   [`WIFI_RX_MW`]: the Pixel 2 XL's power profile); the states around it from Huang et
+    ///   al.: β 132.86 mW, promotion 124.4 mW for 79.1 ms, tail 119.3 mW for 238.1 ms. Their
+    ///   linear fit (αu 283.17, αd 137.01 mW per Mbit/s) is
+    ///   [`huang2012_wifi`](Self::huang2012_wifi), kept for comparison.
     /// - Bluetooth: Aalborg University's phone measurements (Perrucci et al., "Energy
     ///   measurements on mobile phones"): 0.57 µJ/bit at 0.69 Mbps over RFCOMM, i.e. about
     ///   390 mW while transferring, taken here as a flat active power with no promotion or
     ///   tail (a connected, idle link adds about 3 mW there).
     pub fn for_radio(r: Radio) -> RadioModel {
+        let flat = |beta| RadioModel {
+            throughput: Throughput::Linear { up: 0.0, down: 0.0 },
+            beta,
+            promo_mw: 0.0,
+            promo_s: 0.0,
+            tail_mw: 0.0,
+            tail_s: 0.0,
+        };
         match r {
             Radio::Lte => RadioModel {
-                alpha_up: 438.39,
-                alpha_down: 51.97,
+                throughput: Throughput::Linear {
+                    up: 438.39,
+                    down: 51.97,
+                },
                 beta: 1288.04,
                 promo_mw: 1210.7,
                 promo_s: 0.2601,
@@ -65,38 +160,37 @@ impl RadioModel {
                 tail_s: 11.576,
             },
             Radio::Wifi => RadioModel {
-                alpha_up: 283.17,
-                alpha_down: 137.01,
-                beta: 132.86,
-                promo_mw: 124.4,
-                promo_s: 0.0791,
-                tail_mw: 119.3,
-                tail_s: 0.2381,
+                throughput: Throughput::Airtime {
+                    tx: WIFI_TX_MW,
+                    rx: WIFI_RX_MW,
+                },
+                ..Self::huang2012_wifi()
             },
-            Radio::Bluetooth => RadioModel {
-                alpha_up: 0.0,
-                alpha_down: 0.0,
-                beta: 390.0,
-                promo_mw: 0.0,
-                promo_s: 0.0,
-                tail_mw: 0.0,
-                tail_s: 0.0,
+            Radio::Bluetooth => flat(390.0),
+            Radio::Ethernet => flat(0.0),
+        }
+    }
+
+    /// Huang et al.'s WiFi model as published (MobiSys 2012, Table 4), linear in throughput:
+    /// the lab's WiFi model before its airtime pricing, kept so reports can say what the
+    /// change does (`transfer_energy_linear_wifi_j`).
+    pub fn huang2012_wifi() -> RadioModel {
+        RadioModel {
+            throughput: Throughput::Linear {
+                up: 283.17,
+                down: 137.01,
             },
-            Radio::Ethernet => RadioModel {
-                alpha_up: 0.0,
-                alpha_down: 0.0,
-                beta: 0.0,
-                promo_mw: 0.0,
-                promo_s: 0.0,
-                tail_mw: 0.0,
-                tail_s: 0.0,
-            },
+            beta: 132.86,
+            promo_mw: 124.4,
+            promo_s: 0.0791,
+            tail_mw: 119.3,
+            tail_s: 0.2381,
         }
     }
 
     /// Joules spent by an interface whose packets fall in the given bins (each entry: bin
     /// index, bytes sent, bytes received; sorted by bin), starting idle and paying the full
-    /// tail after the last bin.
+    /// tail after the last bin, on a link whose air rate is [`WIFI_CLOSE_MBPS`].
     pub fn energy(&self, bins: &[(u64, u64, u64)]) -> f64 {
         let (transfer, tail) = self.energy_split(bins);
         transfer + tail
@@ -108,6 +202,17 @@ impl RadioModel {
     /// well a scheme uses the radios read better without it; MPBond's own figures (about
     /// 2 J for a helper's 4 MB share, §6.8) are of that size too.
     pub fn energy_split(&self, bins: &[(u64, u64, u64)]) -> (f64, f64) {
+        self.energy_split_air(bins, |_| WIFI_CLOSE_MBPS)
+    }
+
+    /// [`energy_split`](Self::energy_split) on a link whose air rate changes: `air_mbps(bin)`
+    /// is the goodput at which the radio would be on the air all of that bin (a WLAN whose
+    /// rate follows the distance; only [`Throughput::Airtime`] reads it).
+    pub fn energy_split_air(
+        &self,
+        bins: &[(u64, u64, u64)],
+        air_mbps: impl Fn(u64) -> f64,
+    ) -> (f64, f64) {
         let bin_s = BIN.as_secs_f64();
         let mbps = |bytes: u64| bytes as f64 * 8.0 / bin_s / 1e6;
         let mut mj = 0.0;
@@ -125,7 +230,7 @@ impl RadioModel {
                 }
                 None => mj += self.promo_mw * self.promo_s,
             }
-            mj += (self.beta + self.alpha_up * mbps(up) + self.alpha_down * mbps(down)) * bin_s;
+            mj += (self.beta + self.throughput.mw(mbps(up), mbps(down), air_mbps(b))) * bin_s;
             last = Some(b);
         }
         let tail = if last.is_some() {
@@ -162,22 +267,19 @@ impl PathPower {
         (wan + pipe) / 1000.0
     }
 
-    /// Joules per byte delivered over the subflow, from the α terms: the WAN radio receives
-    /// it (sends it, uplink), and on a pipe one end sends it and the other receives it. A
-    /// WiFi pipe's byte costs 8.4 times an LTE downlink byte in Huang et al.'s model (283 +
-    /// 137 against 52 mW per Mbit/s), which is why a helper on a fast pipe can cost more
-    /// than it saves.
+    /// Joules per byte delivered over the subflow below saturation: the WAN radio receives it
+    /// (sends it, uplink), and on a pipe one end sends it and the other receives it, at the
+    /// air rate of a WLAN close by ([`WIFI_CLOSE_MBPS`]). A WiFi pipe's byte costs 0.87 times
+    /// an LTE downlink byte (33 + 12 against 52 mW per Mbit/s; 8.4 times in Huang et al.'s
+    /// linear WiFi model), so what a helper costs is mostly its LTE radio's time.
     pub fn joules_per_byte(&self) -> f64 {
         let per_mbps_to_j_per_byte = 8.0 / 1e6 / 1000.0;
-        let m = RadioModel::for_radio(self.wan);
-        let wan = if self.uplink {
-            m.alpha_up
-        } else {
-            m.alpha_down
-        };
+        let wan = RadioModel::for_radio(self.wan)
+            .throughput
+            .mw_per_mbps(self.uplink, WIFI_CLOSE_MBPS);
         let pipe = self.pipe.map_or(0.0, |r| {
-            let m = RadioModel::for_radio(r);
-            m.alpha_up + m.alpha_down
+            let t = RadioModel::for_radio(r).throughput;
+            t.mw_per_mbps(true, WIFI_CLOSE_MBPS) + t.mw_per_mbps(false, WIFI_CLOSE_MBPS)
         });
         (wan + pipe) * per_mbps_to_j_per_byte
     }
@@ -253,7 +355,51 @@ mod tests {
         assert_eq!(RadioModel::for_radio(Radio::Ethernet).energy(&bins), 0.0);
     }
 
-    /// The per-subflow costs, worked out by hand from Huang et al.'s parameters.
+    /// WiFi is priced by airtime: below the air rate in proportion to the bytes, at it and
+    /// beyond at the radio's busy power and no more; a slower WLAN keeps the radio on the air
+    /// longer for the same bytes. Huang et al.'s linear fit, kept for comparison, grows
+    /// without bound.
+    #[test]
+    fn wifi_pays_for_airtime_up_to_a_busy_radio() {
+        let m = RadioModel::for_radio(Radio::Wifi);
+        let per_bin = |up: u64, down: u64, air: f64| {
+            // One active bin after a promotion, without the final tail.
+            m.energy_split_air(&[(0, up, down)], |_| air).0 - 0.1244 * 0.0791
+        };
+        // 5 Mbit/s sent over a 39 Mbit/s WLAN: on the air 5/39 of the bin.
+        let five = 5e6 / 8.0 / 10.0;
+        let want = (132.86 + 1295.0 * 5.0 / 39.0) * 0.1 / 1000.0;
+        assert!(close(per_bin(five as u64, 0, 39.0), want));
+        // Received instead: the receiving power.
+        let want = (132.86 + 462.5 * 5.0 / 39.0) * 0.1 / 1000.0;
+        assert!(close(per_bin(0, five as u64, 39.0), want));
+        // At or beyond the air rate the radio is simply busy: 1.295 W sending, however fast.
+        let busy = (132.86 + 1295.0) * 0.1 / 1000.0;
+        assert!(close(per_bin(39 * five as u64 / 5, 0, 39.0), busy));
+        assert!(close(per_bin(80 * five as u64 / 5, 0, 39.0), busy));
+        // A WLAN at 3.9 Mbit/s (12 m without line of sight) is busy at 5 Mbit/s offered, and
+        // so is a link whose air rate is unknown (0).
+        assert!(close(per_bin(five as u64, 0, 3.9), busy));
+        assert!(close(per_bin(five as u64, 0, 0.0), busy));
+        // Both ways in one busy bin: the airtime splits by bytes.
+        let both = (132.86 + (1295.0 + 462.5) / 2.0) * 0.1 / 1000.0;
+        assert!(close(
+            per_bin(40 * five as u64 / 5, 40 * five as u64 / 5, 39.0),
+            both
+        ));
+        // Huang et al.'s linear model at 39 Mbit/s sent: over 11 W.
+        let huang = RadioModel::huang2012_wifi();
+        let at_39 = huang.energy_split(&[(0, 39 * five as u64 / 5, 0)]).0 / 0.1;
+        assert!(at_39 > 11.0, "{at_39} W");
+        // The default air rate is a WLAN close by.
+        assert!(close(
+            m.energy_split(&[(0, five as u64, 0)]).0,
+            m.energy_split_air(&[(0, five as u64, 0)], |_| WIFI_CLOSE_MBPS)
+                .0
+        ));
+    }
+
+    /// The per-subflow costs, worked out by hand from the published parameters.
     #[test]
     fn path_costs_follow_the_published_parameters() {
         let ps = PathPower {
@@ -270,9 +416,11 @@ mod tests {
         assert!(close(hs.active_w(), 1.28804 + 2.0 * 0.13286));
         // 1 MB over LTE: 8 Mbit at 51.97 mW per Mbit/s.
         assert!(close(ps.joules_per_byte() * 1e6, 51.97 * 8.0 / 1000.0));
+        // Over a pipe: one end sends and the other receives, each for the byte's airtime at
+        // 39 Mbit/s.
         assert!(close(
             hs.joules_per_byte() * 1e6,
-            (51.97 + 283.17 + 137.01) * 8.0 / 1000.0
+            (51.97 + (1295.0 + 462.5) / 39.0) * 8.0 / 1000.0
         ));
         // Uplink: the WAN radio sends.
         let up = PathPower { uplink: true, ..ps };

@@ -473,6 +473,7 @@ pub(crate) mod tests {
             energy: vec![],
             energy_j: energy,
             transfer_energy_j: energy,
+            transfer_energy_linear_wifi_j: None,
             progress: vec![],
             variant: None,
             video: None,

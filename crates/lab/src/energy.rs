@@ -5,11 +5,15 @@
 //! Each interface's packets are binned ([`BIN`]) and priced by its radio's
 //! [`RadioModel`]; the parameters, with their sources, are in [`RadioModel::for_radio`] and
 //! docs/lab.md. Transmissions are counted when they leave the device's queue (the emulator's
-//! delivery time minus the link's one-way delay) and receptions when they arrive.
+//! delivery time minus the link's one-way delay) and receptions when they arrive. A WiFi
+//! radio's airtime is priced against its link's air rate ([`mpbond_sim::energy::air_mbps`],
+//! as the simulator prices its pipes).
 
 use std::time::Duration;
 
 pub use mpbond_core::energy::{Radio, RadioModel, BIN};
+use mpbond_core::Time;
+use mpbond_sim::rate::RateProfile;
 
 use crate::emu::{DirReport, PacketEvent};
 
@@ -24,6 +28,11 @@ pub struct Interface<'a> {
     pub sent_delay: Duration,
     /// What it received.
     pub received: &'a DirReport,
+    /// The link's rate (emulator time) and whether it is the radio's own, for a WiFi
+    /// radio's airtime.
+    pub rate: &'a RateProfile,
+    /// See [`crate::topo::LinkParams::radio_rate`].
+    pub radio_rate: bool,
 }
 
 /// Bins of an interface's activity from `start_us` (emulator time) on.
@@ -47,9 +56,15 @@ pub fn activity(i: &Interface<'_>, start_us: u64) -> Vec<(u64, u64, u64)> {
     m.into_iter().map(|(b, (u, d))| (b, u, d)).collect()
 }
 
-/// Joules of one interface from `start_us` on: (transfer, final tail).
-pub fn interface_energy(i: &Interface<'_>, start_us: u64) -> (f64, f64) {
-    RadioModel::for_radio(i.radio).energy_split(&activity(i, start_us))
+/// Joules of one interface from `start_us` on under `model`: (transfer, final tail).
+pub fn interface_energy(i: &Interface<'_>, model: &RadioModel, start_us: u64) -> (f64, f64) {
+    let bin_us = BIN.as_micros() as u64;
+    let air = |b: u64| {
+        let from =
+            Time::ZERO + Duration::from_micros(start_us.saturating_add(b.saturating_mul(bin_us)));
+        mpbond_sim::energy::air_mbps(i.rate, i.radio_rate, from)
+    };
+    model.energy_split_air(&activity(i, start_us), air)
 }
 
 #[cfg(test)]

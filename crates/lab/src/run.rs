@@ -157,6 +157,12 @@ pub struct RunResult {
     pub energy_j: f64,
     /// The same without the final tails: the energy of the transfer itself.
     pub transfer_energy_j: f64,
+    /// The transfer energy with Huang et al.'s linear WiFi model
+    /// ([`RadioModel::huang2012_wifi`](crate::energy::RadioModel::huang2012_wifi)), the
+    /// lab's before WiFi was priced by airtime: what the change does, in the same runs.
+    /// `None` in results written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_energy_linear_wifi_j: Option<f64>,
     /// Application-level progress (seconds, bytes).
     pub progress: Vec<(f64, u64)>,
     /// The variant of the scenario (`[[variant]]`, `[sweep]`), if any.
@@ -899,7 +905,7 @@ pub fn run_one(
     };
     // In dual mode both devices run the workload, whatever the scheme.
     let energy_devices = if sc.dual { 1 } else { helpers_used };
-    let energy = device_energy(sc, &topo, &links, start_us, energy_devices)?;
+    let (energy, linear_wifi_j) = device_energy(sc, &topo, &links, start_us, energy_devices)?;
     let link_bytes = links
         .iter()
         .map(|l| LinkBytes {
@@ -942,6 +948,7 @@ pub fn run_one(
         links: link_bytes,
         energy_j: energy.iter().map(|d| d.joules).sum(),
         transfer_energy_j: energy.iter().map(|d| d.joules - d.tail_joules).sum(),
+        transfer_energy_linear_wifi_j: Some(linear_wifi_j),
         energy,
         progress: fetch.progress,
         variant: None,
@@ -972,16 +979,16 @@ async fn fetch_file(client: Client, origin: SocketAddr, size: u64) -> anyhow::Re
     })
 }
 
-/// Radio energy of the primary and of the helpers the scheme used, from the workload's start.
-/// Side `a` of every link is the primary (or, for `hs`, the helper); side `b` of a pipe is
-/// the helper.
+/// Radio energy of the primary and of the helpers the scheme used, from the workload's start,
+/// and the transfer energy of them all with Huang et al.'s linear WiFi model. Side `a` of
+/// every link is the primary (or, for `hs`, the helper); side `b` of a pipe is the helper.
 fn device_energy(
     sc: &Scenario,
     topo: &TopologySpec,
     links: &[LinkReport],
     start_us: u64,
     helpers: usize,
-) -> anyhow::Result<Vec<DeviceEnergy>> {
+) -> anyhow::Result<(Vec<DeviceEnergy>, f64)> {
     let radios = sc.radios()?;
     let radio = |name: &str| {
         radios
@@ -1003,9 +1010,16 @@ fn device_energy(
             interfaces: Vec::new(),
         });
     }
+    let mut linear_wifi_j = 0.0;
     let mut add = |dev: usize, name: &str, i: energy::Interface<'_>| {
         if let Some(d) = devices.get_mut(dev) {
-            let (transfer, tail) = energy::interface_energy(&i, start_us);
+            let model = energy::RadioModel::for_radio(i.radio);
+            let (transfer, tail) = energy::interface_energy(&i, &model, start_us);
+            linear_wifi_j += if i.radio == Radio::Wifi {
+                energy::interface_energy(&i, &energy::RadioModel::huang2012_wifi(), start_us).0
+            } else {
+                transfer
+            };
             d.interfaces
                 .push((name.to_string(), i.radio, transfer + tail, tail));
         }
@@ -1045,6 +1059,8 @@ fn device_energy(
                 sent: &l.ab,
                 sent_delay: params.up.delay,
                 received: &l.ba,
+                rate: &params.down.rate,
+                radio_rate: params.radio_rate,
             },
         );
         if let Some(k) = b_dev {
@@ -1056,6 +1072,8 @@ fn device_energy(
                     sent: &l.ba,
                     sent_delay: params.down.delay,
                     received: &l.ab,
+                    rate: &params.down.rate,
+                    radio_rate: params.radio_rate,
                 },
             );
         }
@@ -1064,7 +1082,7 @@ fn device_energy(
         d.joules = d.interfaces.iter().map(|x| x.2).sum();
         d.tail_joules = d.interfaces.iter().map(|x| x.3).sum();
     }
-    Ok(devices)
+    Ok((devices, linear_wifi_j))
 }
 
 /// Goodput per `sample` interval from a cumulative progress record (seconds, bytes), from

@@ -871,6 +871,7 @@ fn params(l: &LinkDef, warmup: Time, offset: Duration) -> anyhow::Result<LinkPar
     Ok(LinkParams {
         down: cfg(&l.down)?,
         up: cfg(l.up.as_deref().unwrap_or(&l.down))?,
+        radio_rate: l.down.starts_with("wlan:"),
     })
 }
 
@@ -1059,6 +1060,19 @@ sizes = ["1MB", "2MB"]
             err.contains("--variant") && err.contains("hs1 9Mbps") && err.contains("wlan"),
             "{err}"
         );
+    }
+
+    /// A `wlan:` pipe's rate is its radio's own, which prices its airtime; a plain rate is a
+    /// throttle on a WLAN close by, and so is every WAN link's.
+    #[test]
+    fn a_wlan_profile_is_the_radios_own_rate() {
+        let throttled = Scenario::parse(BASE).unwrap();
+        let t = throttled.topology(Duration::ZERO, 0).unwrap();
+        assert!(!t.helpers[0].pipes[0].radio_rate && !t.ps.radio_rate);
+        let walk =
+            Scenario::parse(&BASE.replace("down = \"5Mbps\"", "down = \"wlan:12m-nlos\"")).unwrap();
+        let t = walk.topology(Duration::ZERO, 0).unwrap();
+        assert!(t.helpers[0].pipes[0].radio_rate && !t.helpers[0].hs.radio_rate);
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub struct LinkParams {
     pub down: LinkConfig,
     /// Away from the primary (a→b).
     pub up: LinkConfig,
+    /// Whether the rates are the radio's own (a `wlan:` profile, whose rate follows the
+    /// distance) rather than a throttle on a WLAN close by: a WiFi radio's airtime is priced
+    /// against them (`mpbond_sim::energy::air_mbps`).
+    pub radio_rate: bool,
 }
 
 /// A helper's links.

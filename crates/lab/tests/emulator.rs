@@ -39,7 +39,11 @@ fn testbed_with(down: LinkConfig, cc: &str) -> Result<Testbed, netns::NetError> 
     }
     let up = cfg(RateProfile::constant(100e6), 20, 0.0);
     Testbed::build(&TopologySpec {
-        ps: LinkParams { down, up },
+        ps: LinkParams {
+            down,
+            up,
+            radio_rate: false,
+        },
         ps2: None,
         helpers: vec![],
         seed: 7,

@@ -14,9 +14,10 @@
 
 use std::collections::BTreeMap;
 
-use mpbond_core::energy::{Radio, RadioModel, BIN};
+use mpbond_core::energy::{Radio, RadioModel, BIN, WIFI_CLOSE_MBPS};
 use mpbond_core::Time;
 
+use crate::rate::RateProfile;
 use crate::report::{DeviceEnergy, InterfaceEnergy};
 
 /// IP and TCP headers (with timestamps) of every packet, bytes.
@@ -47,11 +48,31 @@ impl Iface {
     }
 }
 
+/// The air rate of a WiFi link over the [`BIN`] from `from`, Mbit/s: the goodput at which its
+/// radios would be on the air all of it ([`mpbond_core::energy::Throughput::Airtime`]). If
+/// `radio_rate`, the rate is the radio's own (a WLAN profile that follows the distance) and
+/// the air rate is the link's capacity there; otherwise the rate throttles a WLAN close by (the
+/// paper's `tc` on real WiFi, MPBond §6.1), whose radios still send at
+/// [`WIFI_CLOSE_MBPS`] or the throttle's rate if that is higher. The lab prices its pipes the
+/// same way.
+pub fn air_mbps(rate: &RateProfile, radio_rate: bool, from: Time) -> f64 {
+    let bytes = rate.cumulative_bytes(from + BIN) - rate.cumulative_bytes(from);
+    let capacity = bytes * 8.0 / BIN.as_secs_f64() / 1e6;
+    if radio_rate {
+        capacity
+    } else {
+        capacity.max(WIFI_CLOSE_MBPS)
+    }
+}
+
 #[derive(Default)]
 struct Activity {
     /// Bin index → (bytes sent, bytes received).
     bins: BTreeMap<u64, (u64, u64)>,
     last: Option<Time>,
+    /// The link's rate and whether it is the radio's own, for airtime pricing; `None`: a WLAN
+    /// close by.
+    link: Option<(RateProfile, bool)>,
 }
 
 /// Packet activity of every phone interface in one run.
@@ -72,6 +93,14 @@ impl RadioMeter {
             pipe,
             helpers,
             ifaces: (0..1 + 3 * helpers).map(|_| Activity::default()).collect(),
+        }
+    }
+
+    /// Interface `i` is on a link of this rate (`radio_rate`: see [`air_mbps`]), which prices
+    /// a WiFi radio's airtime. Unset interfaces are taken as on a WLAN close by.
+    pub fn set_link(&mut self, i: Iface, rate: &RateProfile, radio_rate: bool) {
+        if let Some(x) = self.index(i) {
+            self.ifaces[x].link = Some((rate.clone(), radio_rate));
         }
     }
 
@@ -146,7 +175,17 @@ impl RadioMeter {
                 .iter()
                 .map(|(&b, &(up, down))| (b, up, down))
                 .collect();
-            let (transfer, tail) = RadioModel::for_radio(radio).energy_split(&bins);
+            let link = &self.ifaces[x].link;
+            let air = |b: u64| {
+                link.as_ref().map_or(WIFI_CLOSE_MBPS, |(rate, own)| {
+                    air_mbps(
+                        rate,
+                        *own,
+                        Time::from_millis(b.saturating_mul(BIN.as_millis() as u64)),
+                    )
+                })
+            };
+            let (transfer, tail) = RadioModel::for_radio(radio).energy_split_air(&bins, air);
             InterfaceEnergy {
                 name,
                 radio: radio.name().to_string(),
@@ -211,6 +250,43 @@ mod tests {
         assert_eq!(r[1].interfaces[0].joules, 0.0);
         let sent = wifi.energy(&[(0, 1448 + HEADER, 0)]);
         assert!((r[1].joules - sent).abs() < 1e-12);
+    }
+
+    /// A pipe's airtime is priced against its air rate: a throttle on a WLAN close by keeps
+    /// the radio on the air a share of the time, a WLAN at 12 m without line of sight (3.9
+    /// Mbit/s, its own rate) all of it, and a trace's rate is read bin by bin.
+    #[test]
+    fn a_pipes_airtime_follows_its_air_rate() {
+        let throttle = RateProfile::constant(5e6);
+        assert_eq!(air_mbps(&throttle, false, at(0)), WIFI_CLOSE_MBPS);
+        assert!((air_mbps(&RateProfile::constant(3.9e6), true, at(0)) - 3.9).abs() < 1e-9);
+        // A throttle above the WLAN's rate is the air rate itself.
+        assert!((air_mbps(&RateProfile::constant(100e6), false, at(0)) - 100.0).abs() < 1e-9);
+        let mut stepped = RateProfile::constant(20e6);
+        stepped.change_at(at(1000), crate::rate::Source::Constant(2e6));
+        assert!((air_mbps(&stepped, true, at(0)) - 20.0).abs() < 1e-6);
+        assert!((air_mbps(&stepped, true, at(1000)) - 2.0).abs() < 1e-6);
+        // The same 5 Mbit/s through a throttled pipe and through a slow WLAN.
+        let price = |rate: &RateProfile, own: bool| {
+            let mut m = RadioMeter::new(Radio::Lte, Radio::Wifi, 1);
+            m.set_link(Iface::HelperPipe(0), rate, own);
+            for ms in (0..1000).step_by(2) {
+                m.sent(Iface::HelperPipe(0), at(ms), 1250 - HEADER);
+            }
+            m.report()[1].interfaces[1].joules
+        };
+        let throttled = price(&throttle, false);
+        let slow = price(&RateProfile::constant(3.9e6), true);
+        let unset = {
+            let mut m = RadioMeter::new(Radio::Lte, Radio::Wifi, 1);
+            for ms in (0..1000).step_by(2) {
+                m.sent(Iface::HelperPipe(0), at(ms), 1250 - HEADER);
+            }
+            m.report()[1].interfaces[1].joules
+        };
+        assert!((throttled - unset).abs() < 1e-12, "{throttled} {unset}");
+        // Busy all the time sending (1.295 W + β) against 5/39 of it.
+        assert!(slow > 3.0 * throttled, "{slow} {throttled}");
     }
 
     /// Idleness is measured from an interface's last packet, unknown before the first, and an

@@ -110,6 +110,13 @@ pub struct PathSpec {
     /// window is out, the download itself. `None`: only propagation delay, as before uplinks
     /// were modelled.
     pub up: Option<RateProfile>,
+    /// Whether `rate` is the radio's own (a WLAN profile whose rate follows the distance)
+    /// rather than a throttle on a WLAN close by, as the paper's `tc` was: a WiFi radio is
+    /// priced by its airtime against this rate, or against [`WIFI_CLOSE_MBPS`] for a
+    /// throttle (`crate::energy::air_mbps`).
+    ///
+    /// [`WIFI_CLOSE_MBPS`]: mpbond_core::energy::WIFI_CLOSE_MBPS
+    pub radio_rate: bool,
 }
 
 impl PathSpec {
@@ -121,6 +128,7 @@ impl PathSpec {
             queue_bytes: None,
             loss: 0.0,
             up: None,
+            radio_rate: false,
         }
     }
 

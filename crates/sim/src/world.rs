@@ -427,6 +427,13 @@ impl<'a> World<'a> {
             })
             .collect();
         let nflows = flows.len();
+        let mut radios = RadioMeter::new(sc.wan_radio, sc.pipe_radio, n);
+        radios.set_link(Iface::PrimaryWan, &sc.ps.rate, sc.ps.radio_rate);
+        for (k, h) in sc.helpers.iter().enumerate() {
+            radios.set_link(Iface::HelperWan(k), &h.hs.rate, h.hs.radio_rate);
+            radios.set_link(Iface::PrimaryPipe(k), &h.pipe.rate, h.pipe.radio_rate);
+            radios.set_link(Iface::HelperPipe(k), &h.pipe.rate, h.pipe.radio_rate);
+        }
         Ok(World {
             sc,
             now: Time::ZERO,
@@ -463,7 +470,7 @@ impl<'a> World<'a> {
             sub,
             done_at: None,
             timeline: Vec::new(),
-            radios: RadioMeter::new(sc.wan_radio, sc.pipe_radio, n),
+            radios,
         })
     }
 

@@ -308,7 +308,7 @@ fn radio_energy_follows_what_each_phone_moved() {
     let t = alone.download_time_s.unwrap();
     let lte = mpbond_core::energy::RadioModel::for_radio(mpbond_core::energy::Radio::Lte);
     let active_w = lte.beta / 1000.0;
-    let peak_w = (lte.beta + lte.alpha_down * 8.5 + lte.alpha_up * 1.0) / 1000.0;
+    let peak_w = (lte.beta + lte.throughput.mw(1.0, 8.5, 0.0)) / 1000.0;
     let ps = interface_j(&alone, "primary", "ps");
     // The first packet arrives a one-way delay in, and the last bin may be partly used.
     assert!(ps >= active_w * (t - 0.1), "{ps} J over {t} s");

@@ -298,12 +298,13 @@ impl SimArgs {
         let trace_from = parse_duration(&self.trace_from).context("--trace-from")?;
         let trace_from =
             u64::try_from(trace_from.as_millis()).context("--trace-from is too long")?;
-        let load = |specs: &[String], flag: &str| -> Result<Vec<(LinkRef, Arc<Trace>)>> {
+        let load = |specs: &[String], flag: &str| -> Result<Vec<(LinkRef, Arc<Trace>, bool)>> {
             let mut out = Vec::new();
             for t in specs {
                 let (link, file) = t
                     .split_once('=')
                     .with_context(|| format!("bad --{flag} {t:?}: use LINK=FILE"))?;
+                let wlan = file.starts_with("wlan:");
                 let trace = match file.strip_prefix("wlan:") {
                     // The lab's WLAN profiles (crates/lab/src/wlan.rs), so a pipe can follow
                     // the same walk as in the lab's 10a and 10b.
@@ -316,7 +317,8 @@ impl SimArgs {
                     None => Trace::load(file)?,
                 }
                 .starting_at(trace_from);
-                out.push((LinkRef::parse(link)?, Arc::new(trace)));
+                // A WLAN profile's rate is its radio's own: its airtime is priced against it.
+                out.push((LinkRef::parse(link)?, Arc::new(trace), wlan));
             }
             Ok(out)
         };
@@ -426,10 +428,11 @@ impl SimArgs {
                         other => bail!("bad --rate-source {other:?}: delivery or cwnd"),
                     };
                     sc.timeline_every = self.timeline.as_deref().map(parse_duration).transpose()?;
-                    for (link, t) in &traces {
+                    for (link, t, wlan) in &traces {
                         sc.set_trace(*link, t.clone())?;
+                        sc.path_mut(*link)?.radio_rate = *wlan;
                     }
-                    for (link, t) in &up_traces {
+                    for (link, t, _) in &up_traces {
                         sc.set_up_trace(*link, t.clone()).context("--trace-up")?;
                     }
                     for c in &changes {
