@@ -230,7 +230,12 @@ impl RadioModel {
                 }
                 None => mj += self.promo_mw * self.promo_s,
             }
-            mj += (self.beta + self.throughput.mw(mbps(up), mbps(down), air_mbps(b))) * bin_s;
+            // Only airtime pricing reads the air rate (a lab link's capacity in that bin).
+            let air = match self.throughput {
+                Throughput::Airtime { .. } => air_mbps(b),
+                Throughput::Linear { .. } => 0.0,
+            };
+            mj += (self.beta + self.throughput.mw(mbps(up), mbps(down), air)) * bin_s;
             last = Some(b);
         }
         let tail = if last.is_some() {

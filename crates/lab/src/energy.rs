@@ -56,15 +56,22 @@ pub fn activity(i: &Interface<'_>, start_us: u64) -> Vec<(u64, u64, u64)> {
     m.into_iter().map(|(b, (u, d))| (b, u, d)).collect()
 }
 
-/// Joules of one interface from `start_us` on under `model`: (transfer, final tail).
-pub fn interface_energy(i: &Interface<'_>, model: &RadioModel, start_us: u64) -> (f64, f64) {
+/// Joules of an interface's activity ([`activity`] from `start_us`) under `model`:
+/// (transfer, final tail). A WiFi radio's airtime is priced against the link's air rate in
+/// each bin.
+pub fn price(
+    i: &Interface<'_>,
+    bins: &[(u64, u64, u64)],
+    model: &RadioModel,
+    start_us: u64,
+) -> (f64, f64) {
     let bin_us = BIN.as_micros() as u64;
     let air = |b: u64| {
         let from =
             Time::ZERO + Duration::from_micros(start_us.saturating_add(b.saturating_mul(bin_us)));
         mpbond_sim::energy::air_mbps(i.rate, i.radio_rate, from)
     };
-    model.energy_split_air(&activity(i, start_us), air)
+    model.energy_split_air(bins, air)
 }
 
 #[cfg(test)]

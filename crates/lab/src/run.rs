@@ -1013,10 +1013,11 @@ fn device_energy(
     let mut linear_wifi_j = 0.0;
     let mut add = |dev: usize, name: &str, i: energy::Interface<'_>| {
         if let Some(d) = devices.get_mut(dev) {
+            let bins = energy::activity(&i, start_us);
             let model = energy::RadioModel::for_radio(i.radio);
-            let (transfer, tail) = energy::interface_energy(&i, &model, start_us);
+            let (transfer, tail) = energy::price(&i, &bins, &model, start_us);
             linear_wifi_j += if i.radio == Radio::Wifi {
-                energy::interface_energy(&i, &energy::RadioModel::huang2012_wifi(), start_us).0
+                energy::price(&i, &bins, &energy::RadioModel::huang2012_wifi(), start_us).0
             } else {
                 transfer
             };
