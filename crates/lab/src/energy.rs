@@ -65,13 +65,10 @@ pub fn price(
     model: &RadioModel,
     start_us: u64,
 ) -> (f64, f64) {
-    let bin_us = BIN.as_micros() as u64;
-    let air = |b: u64| {
-        let from =
-            Time::ZERO + Duration::from_micros(start_us.saturating_add(b.saturating_mul(bin_us)));
-        mpbond_sim::energy::air_mbps(i.rate, i.radio_rate, from)
-    };
-    model.energy_split_air(bins, air)
+    let origin = Time::ZERO + Duration::from_micros(start_us);
+    model.energy_split_air(bins, |b| {
+        mpbond_sim::energy::air_mbps_of_bin(i.rate, i.radio_rate, origin, b)
+    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! need ([`mpbond_core::PathView::wan_idle`]): the daemons read it from their sockets.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use mpbond_core::energy::{Radio, RadioModel, BIN, WIFI_CLOSE_MBPS};
 use mpbond_core::Time;
@@ -63,6 +64,12 @@ pub fn air_mbps(rate: &RateProfile, radio_rate: bool, from: Time) -> f64 {
     } else {
         capacity.max(WIFI_CLOSE_MBPS)
     }
+}
+
+/// [`air_mbps`] over bin `b` of an activity record whose bin 0 starts at `origin`.
+pub fn air_mbps_of_bin(rate: &RateProfile, radio_rate: bool, origin: Time, b: u64) -> f64 {
+    let offset = Duration::from_micros(b.saturating_mul(BIN.as_micros() as u64));
+    air_mbps(rate, radio_rate, origin + offset)
 }
 
 #[derive(Default)]
@@ -178,11 +185,7 @@ impl RadioMeter {
             let link = &self.ifaces[x].link;
             let air = |b: u64| {
                 link.as_ref().map_or(WIFI_CLOSE_MBPS, |(rate, own)| {
-                    air_mbps(
-                        rate,
-                        *own,
-                        Time::from_millis(b.saturating_mul(BIN.as_millis() as u64)),
-                    )
+                    air_mbps_of_bin(rate, *own, Time::ZERO, b)
                 })
             };
             let (transfer, tail) = RadioModel::for_radio(radio).energy_split_air(&bins, air);
@@ -267,23 +270,19 @@ mod tests {
         assert!((air_mbps(&stepped, true, at(0)) - 20.0).abs() < 1e-6);
         assert!((air_mbps(&stepped, true, at(1000)) - 2.0).abs() < 1e-6);
         // The same 5 Mbit/s through a throttled pipe and through a slow WLAN.
-        let price = |rate: &RateProfile, own: bool| {
+        let price = |link: Option<(&RateProfile, bool)>| {
             let mut m = RadioMeter::new(Radio::Lte, Radio::Wifi, 1);
-            m.set_link(Iface::HelperPipe(0), rate, own);
+            if let Some((rate, own)) = link {
+                m.set_link(Iface::HelperPipe(0), rate, own);
+            }
             for ms in (0..1000).step_by(2) {
                 m.sent(Iface::HelperPipe(0), at(ms), 1250 - HEADER);
             }
             m.report()[1].interfaces[1].joules
         };
-        let throttled = price(&throttle, false);
-        let slow = price(&RateProfile::constant(3.9e6), true);
-        let unset = {
-            let mut m = RadioMeter::new(Radio::Lte, Radio::Wifi, 1);
-            for ms in (0..1000).step_by(2) {
-                m.sent(Iface::HelperPipe(0), at(ms), 1250 - HEADER);
-            }
-            m.report()[1].interfaces[1].joules
-        };
+        let throttled = price(Some((&throttle, false)));
+        let slow = price(Some((&RateProfile::constant(3.9e6), true)));
+        let unset = price(None);
         assert!((throttled - unset).abs() < 1e-12, "{throttled} {unset}");
         // Busy all the time sending (1.295 W + β) against 5/39 of it.
         assert!(slow > 3.0 * throttled, "{slow} {throttled}");

@@ -304,8 +304,8 @@ impl SimArgs {
                 let (link, file) = t
                     .split_once('=')
                     .with_context(|| format!("bad --{flag} {t:?}: use LINK=FILE"))?;
-                let wlan = file.starts_with("wlan:");
-                let trace = match file.strip_prefix("wlan:") {
+                let wlan = file.strip_prefix("wlan:");
+                let trace = match wlan {
                     // The lab's WLAN profiles (crates/lab/src/wlan.rs), so a pipe can follow
                     // the same walk as in the lab's 10a and 10b.
                     Some(spec) => match mpbond_lab::wlan::profile(spec)? {
@@ -318,7 +318,7 @@ impl SimArgs {
                 }
                 .starting_at(trace_from);
                 // A WLAN profile's rate is its radio's own: its airtime is priced against it.
-                out.push((LinkRef::parse(link)?, Arc::new(trace), wlan));
+                out.push((LinkRef::parse(link)?, Arc::new(trace), wlan.is_some()));
             }
             Ok(out)
         };
