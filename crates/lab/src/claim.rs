@@ -193,6 +193,11 @@ pub enum Verdict {
     Short,
     /// No runs to compute it from.
     Missing,
+    /// The runs are there, but the value is undefined in every case: a ratio of 0 to 0
+    /// (10b's 5th-percentile goodput, 0 for every scheme). Not "not run": the experiment
+    /// ran and says something, only no number.
+    #[serde(rename = "no value")]
+    NoValue,
 }
 
 /// A claim with our value.
@@ -288,6 +293,7 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
         }
     }
     let mut cases = Vec::new();
+    let mut undefined = false;
     for (variant, sz) in keys {
         let of = |scheme: &str| -> Vec<&RunResult> {
             results
@@ -319,7 +325,8 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
             Some(None) => continue,
             None => c.vs.clone(),
         };
-        let v = match vs.as_deref().map(|b| (b, b.strip_prefix("best:"))) {
+        // The baseline's value, for a ratio.
+        let base = match vs.as_deref().map(|b| (b, b.strip_prefix("best:"))) {
             // `best:PREFIX`: the best of every scheme whose name starts with PREFIX (the
             // split ratio "found offline" of MPBond §6.2).
             Some((_, Some(prefix))) => {
@@ -327,25 +334,28 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
                     .into_iter()
                     .map(|n| m.of_runs(&of(n)))
                     .filter(|x| x.is_finite());
-                let best = if m.lower_is_better() {
+                Some(if m.lower_is_better() {
                     vals.fold(f64::NAN, f64::min)
                 } else {
                     vals.fold(f64::NAN, f64::max)
-                };
-                v / best
+                })
             }
             Some((b, None)) => {
                 let base = of(b);
                 if base.is_empty() {
                     continue;
                 }
-                v / m.of_runs(&base)
+                Some(m.of_runs(&base))
             }
-            None => v,
+            None => None,
         };
+        let own = v;
+        let v = base.map_or(v, |b| v / b);
         // A baseline of 0 (kibbutz's 5th-percentile goodput when it stalls) makes our ratio
-        // infinite: that is a result (infinitely better, or worse), not a missing one.
+        // infinite: that is a result (infinitely better, or worse), not a missing one. Both
+        // at 0 leave it undefined; a metric the runs do not have leaves it missing.
         if v.is_nan() {
+            undefined |= own == 0.0 && base == Some(0.0);
             continue;
         }
         let label = match (&variant, sz) {
@@ -362,6 +372,7 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
         (lo, hi)
     });
     let verdict = match ours {
+        None if undefined => Verdict::NoValue,
         None => Verdict::Missing,
         Some(_) => {
             let mean = cases.iter().map(|c| c.1).sum::<f64>() / cases.len() as f64;
@@ -424,6 +435,7 @@ pub fn table(outcomes: &[(String, Outcome)]) -> String {
                 Verdict::Matches => "matches",
                 Verdict::Short => "short",
                 Verdict::Missing => "not run",
+                Verdict::NoValue => "no value",
             }
         );
     }
@@ -648,6 +660,14 @@ pub(crate) mod tests {
         // The goodput's own 5th percentile is 0.
         let g = evaluate(&claim("p5_mbps", None, PaperValue::One(6.0)), &rs).unwrap();
         assert_eq!(g.ours, Some((0.0, 0.0)));
+        // ... and kibbutz's too: the ratio has no value, though both schemes ran.
+        let o = evaluate(
+            &claim("p5_mbps", Some("kibbutz"), PaperValue::One(1.9)),
+            &rs,
+        )
+        .unwrap();
+        assert_eq!((o.ours, o.verdict), (None, Verdict::NoValue));
+        assert!(table(&[("10b".into(), o)]).contains("| no value |"));
         // Results written before arrival samples existed give no value rather than a 0.
         let mut old = rs.to_vec();
         old.iter_mut().for_each(|r| r.arrival_mbps.clear());
