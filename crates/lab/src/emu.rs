@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use mpbond_core::Time;
 use mpbond_sim::link::{Link, LinkConfig, Offer};
+use mpbond_sim::rate::RateProfile;
 use mpbond_sim::rng::Rng;
 use serde::Serialize;
 
@@ -82,9 +83,61 @@ pub struct DirReport {
     pub records: Vec<PacketRecord>,
     /// True if records were dropped for memory.
     pub truncated: bool,
+    /// When the link stood idle (nothing queued or in service), as µs intervals: whatever it
+    /// could have carried then went unused ([`DirReport::capacity`]). Capped like `records`.
+    #[serde(skip)]
+    pub idle_us: Vec<(u64, u64)>,
+    /// Its capacity over time, to price those intervals.
+    #[serde(skip)]
+    pub rate: Option<RateProfile>,
+}
+
+/// What a link direction offered over a window ([`DirReport::capacity`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Capacity {
+    /// Bytes the link could have carried had it been busy throughout.
+    pub offered: f64,
+    /// Of those, the bytes it offered while it stood idle: no sender had a packet in its
+    /// queue. For a bottleneck this is the capacity a scheme left on the table (a sender
+    /// limited by its window, its pacing, a lost ACK clock or a scheduler with nothing for
+    /// it); the rest it either used or lost to queued packets being dropped elsewhere.
+    pub unused: f64,
 }
 
 impl DirReport {
+    /// The capacity this direction offered between `from_us` and `to_us` (emulator time)
+    /// and how much of it passed while the link stood idle. `None` without a rate profile, or
+    /// when the idle log was cut short for memory.
+    pub fn capacity(&self, from_us: u64, to_us: u64) -> Option<Capacity> {
+        let rate = self.rate.as_ref()?;
+        if self.truncated || to_us <= from_us {
+            return None;
+        }
+        let at = |us: u64| rate.cumulative_bytes(Time(us.saturating_mul(1000)));
+        let unused = self
+            .idle_us
+            .iter()
+            .map(|&(a, b)| (a.max(from_us), b.min(to_us)))
+            .filter(|(a, b)| a < b)
+            .map(|(a, b)| at(b) - at(a))
+            .sum();
+        Some(Capacity {
+            offered: at(to_us) - at(from_us),
+            unused,
+        })
+    }
+
+    fn log_idle(&mut self, from: Time, to: Time) {
+        if to <= from {
+            return;
+        }
+        if self.idle_us.len() < MAX_RECORDS {
+            self.idle_us.push((from.as_micros(), to.as_micros()));
+        } else {
+            self.truncated = true;
+        }
+    }
+
     fn log(&mut self, t: Time, size: usize, event: PacketEvent) {
         if self.records.len() < MAX_RECORDS {
             self.records.push(PacketRecord {
@@ -113,16 +166,30 @@ struct Dir {
     link: Link<Vec<u8>>,
     next_depart: Option<Time>,
     in_flight: VecDeque<(Time, Vec<u8>)>,
+    /// Since when the link has stood idle, if it does.
+    idle_since: Option<Time>,
     report: DirReport,
 }
 
 impl Dir {
     fn new(cfg: LinkConfig) -> Dir {
+        let rate = cfg.rate.clone();
         Dir {
             link: Link::new(cfg),
             next_depart: None,
             in_flight: VecDeque::new(),
-            report: DirReport::default(),
+            idle_since: Some(Time::ZERO),
+            report: DirReport {
+                rate: Some(rate),
+                ..DirReport::default()
+            },
+        }
+    }
+
+    /// The emulator stops at `now`: an idle stretch still open ends there.
+    fn finish(&mut self, now: Time) {
+        if let Some(a) = self.idle_since.take() {
+            self.report.log_idle(a, now);
         }
     }
 
@@ -140,18 +207,28 @@ impl Dir {
                     self.report.log(now, size, PacketEvent::QueueDrop);
                 }
             }
-            Offer::Queued(Some(t)) => self.next_depart = Some(t),
+            // The link was idle: its service starts now.
+            Offer::Queued(Some(t)) => {
+                if let Some(a) = self.idle_since.take() {
+                    self.report.log_idle(a, now);
+                }
+                self.next_depart = Some(t);
+            }
             Offer::Queued(None) => {}
         }
     }
 
-    /// Moves due packets along; writes arrivals to `out`.
-    fn advance(&mut self, now: Time, out: &Tun) {
+    /// Moves due packets along; hands arrivals to `deliver`.
+    fn advance(&mut self, now: Time, mut deliver: impl FnMut(&[u8])) {
         while let Some(t) = self.next_depart.filter(|t| *t <= now) {
             match self.link.depart(t) {
                 Some((pkt, arrive, next)) => {
                     self.in_flight.push_back((arrive, pkt));
                     self.next_depart = next;
+                    if next.is_none() {
+                        // The queue ran empty when this packet left.
+                        self.idle_since = Some(t);
+                    }
                 }
                 None => self.next_depart = None,
             }
@@ -160,8 +237,7 @@ impl Dir {
             let Some((_, pkt)) = self.in_flight.pop_front() else {
                 break;
             };
-            // A full TUN queue or a device going away loses the packet, as a wire would.
-            let _ = out.send(&pkt);
+            deliver(&pkt);
             self.report.delivered_packets += 1;
             self.report.delivered_bytes += pkt.len() as u64;
             self.report.log(now, pkt.len(), PacketEvent::Delivered);
@@ -261,7 +337,10 @@ fn run(links: Vec<LinkSpec>, seed: u64, epoch: Instant, stop: &AtomicBool) -> Ve
     while !stop.load(Ordering::Relaxed) {
         let t = now();
         for (i, d) in dirs.iter_mut().enumerate() {
-            d.advance(t, &tuns[i ^ 1]);
+            // A full TUN queue or a device going away loses the packet, as a wire would.
+            d.advance(t, |p| {
+                let _ = tuns[i ^ 1].send(p);
+            });
         }
         let next = dirs.iter().filter_map(Dir::next_event).min();
         let wait = next
@@ -299,6 +378,10 @@ fn run(links: Vec<LinkSpec>, seed: u64, epoch: Instant, stop: &AtomicBool) -> Ve
             }
         }
     }
+    let end = now();
+    for d in dirs.iter_mut() {
+        d.finish(end);
+    }
     let mut out = Vec::new();
     let mut it = dirs.into_iter();
     for name in names {
@@ -312,4 +395,55 @@ fn run(links: Vec<LinkSpec>, seed: u64, epoch: Instant, stop: &AtomicBool) -> Ve
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpbond_sim::rate::RateProfile;
+
+    /// The capacity a link offered while it stood idle is what its rate would have carried
+    /// between the moment its queue ran dry and the next packet: at 1 MB/s, two 1000-byte
+    /// packets in 40 ms leave 38 of the 40 ms (38 000 bytes) unused, and a window counts
+    /// only its part of each idle stretch.
+    #[test]
+    fn idle_capacity_is_what_the_link_offered_with_nothing_queued() {
+        let ms = |x: u64| Time::from_millis(x);
+        let mut d = Dir::new(LinkConfig {
+            rate: RateProfile::constant(8e6),
+            delay: Duration::from_millis(10),
+            queue_bytes: 100_000,
+            loss: 0.0,
+        });
+        let mut rng = Rng::new(1);
+        let mut arrived = Vec::new();
+        d.offer(ms(10), vec![0u8; 1000], &mut rng);
+        d.advance(ms(20), |p| arrived.push(p.len()));
+        d.offer(ms(30), vec![0u8; 1000], &mut rng);
+        d.advance(ms(41), |p| arrived.push(p.len()));
+        d.finish(ms(41));
+        assert_eq!(arrived, vec![1000, 1000]);
+        assert_eq!(
+            d.report.idle_us,
+            vec![(0, 10_000), (11_000, 30_000), (31_000, 41_000)]
+        );
+        let whole = d.report.capacity(0, 40_000).unwrap();
+        assert!((whole.offered - 40_000.0).abs() < 1e-6, "{whole:?}");
+        assert!((whole.unused - 38_000.0).abs() < 1e-6, "{whole:?}");
+        let part = d.report.capacity(5_000, 35_000).unwrap();
+        assert!((part.offered - 30_000.0).abs() < 1e-6, "{part:?}");
+        assert!((part.unused - 28_000.0).abs() < 1e-6, "{part:?}");
+        // A busy link leaves nothing: back-to-back packets keep the queue from running dry.
+        let mut busy = Dir::new(d.link.config().clone());
+        for _ in 0..5 {
+            busy.offer(Time::ZERO, vec![0u8; 1000], &mut rng);
+        }
+        busy.advance(ms(5), |_| {});
+        busy.finish(ms(5));
+        assert_eq!(busy.report.capacity(0, 5_000).unwrap().unused, 0.0);
+        // No rate profile, or a log cut short for memory: no figure rather than a wrong one.
+        assert_eq!(DirReport::default().capacity(0, 1_000), None);
+        d.report.truncated = true;
+        assert_eq!(d.report.capacity(0, 40_000), None);
+    }
 }

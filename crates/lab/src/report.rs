@@ -305,9 +305,66 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
             let _ = writeln!(o, "| {s} | {} |", per.join(" | "));
         }
         let _ = writeln!(o);
+        link_capacity(&mut o, &groups);
         per_repetition(&mut o, &groups, first.workload);
     }
     o
+}
+
+/// What each link offered toward the primary over the workload, and the share of it that
+/// passed while the link stood idle with nothing queued: capacity no sender used. A direct
+/// measure of where a scheme falls short of the links (11d in docs/evaluation.md), where
+/// goodput alone cannot tell a link left idle from one whose bytes were lost or sent twice.
+/// An HS-Path's capacity above its pipe's counts too (a helper can buffer only what PAMS
+/// gives it), and so do the first round trips, before any data can be on the way.
+fn link_capacity(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    let mut links: Vec<String> = Vec::new();
+    for (_, rs) in groups {
+        for l in rs.iter().flat_map(|r| &r.links) {
+            if l.down_offered.is_some() && !links.contains(&l.link) {
+                links.push(l.link.clone());
+            }
+        }
+    }
+    if links.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Capacity each link offered toward the primary over the workload, and how much of it \
+         passed while the link stood idle, nothing queued (MB offered, % unused; mean over \
+         runs; crate::emu::DirReport::capacity):\n\n| scheme | {} |",
+        links.join(" | ")
+    );
+    let _ = writeln!(o, "|{}", " --- |".repeat(links.len() + 1));
+    for (s, rs) in groups {
+        let cells: Vec<String> = links
+            .iter()
+            .map(|name| {
+                let (mut offered, mut unused, mut carried, mut n) = (0.0, 0.0, 0, 0);
+                for l in rs.iter().flat_map(|r| &r.links).filter(|l| &l.link == name) {
+                    if let (Some(a), Some(b)) = (l.down_offered, l.down_unused) {
+                        offered += a;
+                        unused += b;
+                        carried += l.down;
+                        n += 1;
+                    }
+                }
+                // A link the scheme does not use (a helper's, for a single phone) is idle
+                // by design, not capacity left on the table.
+                if n == 0 || offered <= 0.0 || carried == 0 {
+                    return "-".into();
+                }
+                format!(
+                    "{:.1} ({:.0}%)",
+                    offered / n as f64 / 1e6,
+                    100.0 * unused / offered
+                )
+            })
+            .collect();
+        let _ = writeln!(o, "| {s} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(o);
 }
 
 /// With `trace_step`, each repetition replays another stretch of the traces: one row per
@@ -976,6 +1033,43 @@ mod tests {
             r.trace_offset_s = 0.0;
         }
         assert!(!table("t", &schemes, &rs).contains("Per repetition"));
+    }
+
+    /// The capacity table gives each link's offered megabytes and the share that passed
+    /// with the link idle, averaged over runs, and leaves a link the scheme did not use
+    /// empty; results without the figures (older runs) add no table.
+    #[test]
+    fn link_capacity_shows_what_each_link_left_unused() {
+        use crate::run::LinkBytes;
+        let link = |name: &str, down: u64, offered: f64, unused: f64| LinkBytes {
+            link: name.into(),
+            down,
+            up: 0,
+            drops: 0,
+            down_offered: Some(offered),
+            down_unused: Some(unused),
+        };
+        let mut rs = Vec::new();
+        for (scheme, unused) in [("single", [4e6, 4e6]), ("mpbond", [1e6, 3e6])] {
+            for (rep, u) in unused.into_iter().enumerate() {
+                let mut r = run(scheme, 1_000_000, 1.0, 5.0);
+                r.rep = rep;
+                let hs = if scheme == "single" { 0 } else { 500_000 };
+                r.links = vec![link("ps", 500_000, 20e6, u), link("hs1", hs, 10e6, 10e6)];
+                rs.push(r);
+            }
+        }
+        let schemes = vec!["single".to_string(), "mpbond".to_string()];
+        let t = table("t", &schemes, &rs);
+        assert!(t.contains("| scheme | ps | hs1 |"), "{t}");
+        assert!(t.contains("| single | 20.0 (20%) | - |"), "{t}");
+        assert!(t.contains("| mpbond | 20.0 (10%) | 10.0 (100%) |"), "{t}");
+        for r in &mut rs {
+            for l in &mut r.links {
+                (l.down_offered, l.down_unused) = (None, None);
+            }
+        }
+        assert!(!table("t", &schemes, &rs).contains("Capacity each link"));
     }
 
     /// A bulk run's table puts the median and 5th percentile of the fluid's samples (what

@@ -94,6 +94,15 @@ pub struct LinkBytes {
     pub up: u64,
     /// Queue drops and random losses, both directions.
     pub drops: u64,
+    /// The capacity the link offered toward the primary over the workload, bytes: what its
+    /// rate profile would have carried had its queue never run dry. `None` in results from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_offered: Option<f64>,
+    /// Of that, the bytes it offered while it stood idle, with nothing queued toward the
+    /// primary (`emu::DirReport::capacity`): what no sender used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_unused: Option<f64>,
 }
 
 /// Radio energy of one device (the model is in [`crate::energy`]).
@@ -906,13 +915,19 @@ pub fn run_one(
     // In dual mode both devices run the workload, whatever the scheme.
     let energy_devices = if sc.dual { 1 } else { helpers_used };
     let (energy, linear_wifi_j) = device_energy(sc, &topo, &links, start_us, energy_devices)?;
+    let end_us = start_us + (fetch.seconds * 1e6) as u64;
     let link_bytes = links
         .iter()
-        .map(|l| LinkBytes {
-            link: l.name.clone(),
-            down: bytes_after(&l.ba.records, start_us),
-            up: bytes_after(&l.ab.records, start_us),
-            drops: l.ab.queue_drops + l.ab.losses + l.ba.queue_drops + l.ba.losses,
+        .map(|l| {
+            let cap = l.ba.capacity(start_us, end_us);
+            LinkBytes {
+                link: l.name.clone(),
+                down: bytes_after(&l.ba.records, start_us),
+                up: bytes_after(&l.ab.records, start_us),
+                drops: l.ab.queue_drops + l.ab.losses + l.ba.queue_drops + l.ba.losses,
+                down_offered: cap.map(|c| c.offered),
+                down_unused: cap.map(|c| c.unused),
+            }
         })
         .collect();
     Ok(RunResult {
