@@ -99,8 +99,9 @@ pub struct Capacity {
     pub offered: f64,
     /// Of those, the bytes it offered while it stood idle: no sender had a packet in its
     /// queue. For a bottleneck this is the capacity a scheme left on the table (a sender
-    /// limited by its window, its pacing, a lost ACK clock or a scheduler with nothing for
-    /// it); the rest it either used or lost to queued packets being dropped elsewhere.
+    /// limited by its window, its pacing, an ACK clock stopped by an uplink outage, or a
+    /// scheduler with nothing for it); the rest passed while the link was serving packets,
+    /// retransmissions and copies among them.
     pub unused: f64,
 }
 
@@ -400,7 +401,6 @@ fn run(links: Vec<LinkSpec>, seed: u64, epoch: Instant, stop: &AtomicBool) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpbond_sim::rate::RateProfile;
 
     /// The capacity a link offered while it stood idle is what its rate would have carried
     /// between the moment its queue ran dry and the next packet: at 1 MB/s, two 1000-byte
