@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mpbond_core::Time;
-use mpbond_sim::link::{Link, LinkConfig, Offer};
+use mpbond_sim::link::{idle_capacity, Capacity, Link, LinkConfig, Offer};
 use mpbond_sim::rate::RateProfile;
 use mpbond_sim::rng::Rng;
 use serde::Serialize;
@@ -83,60 +83,27 @@ pub struct DirReport {
     pub records: Vec<PacketRecord>,
     /// True if records were dropped for memory.
     pub truncated: bool,
-    /// When the link stood idle (nothing queued or in service), as µs intervals: whatever it
-    /// could have carried then went unused ([`DirReport::capacity`]). Capped like `records`.
+    /// When the link stood idle, nothing queued or in service (`Link::idle_log`), for
+    /// [`DirReport::capacity`]; `None` when that log was cut for memory.
     #[serde(skip)]
-    pub idle_us: Vec<(u64, u64)>,
-    /// Its capacity over time, to price those intervals.
+    pub idle: Option<Vec<(Time, Time)>>,
+    /// Its capacity over time, to price those stretches.
     #[serde(skip)]
     pub rate: Option<RateProfile>,
 }
 
-/// What a link direction offered over a window ([`DirReport::capacity`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Capacity {
-    /// Bytes the link could have carried had it been busy throughout.
-    pub offered: f64,
-    /// Of those, the bytes it offered while it stood idle: no sender had a packet in its
-    /// queue. For a bottleneck this is the capacity a scheme left on the table (a sender
-    /// limited by its window, its pacing, an ACK clock stopped by an uplink outage, or a
-    /// scheduler with nothing for it); the rest passed while the link was serving packets,
-    /// retransmissions and copies among them.
-    pub unused: f64,
-}
-
 impl DirReport {
     /// The capacity this direction offered between `from_us` and `to_us` (emulator time)
-    /// and how much of it passed while the link stood idle. `None` without a rate profile, or
-    /// when the idle log was cut short for memory.
+    /// and how much of it passed while the link stood idle (`mpbond_sim::link::Capacity`,
+    /// the simulator's measure). `None` without the idle log or for an empty window.
     pub fn capacity(&self, from_us: u64, to_us: u64) -> Option<Capacity> {
-        let rate = self.rate.as_ref()?;
-        if self.truncated || to_us <= from_us {
-            return None;
-        }
-        let at = |us: u64| rate.cumulative_bytes(Time(us.saturating_mul(1000)));
-        let unused = self
-            .idle_us
-            .iter()
-            .map(|&(a, b)| (a.max(from_us), b.min(to_us)))
-            .filter(|(a, b)| a < b)
-            .map(|(a, b)| at(b) - at(a))
-            .sum();
-        Some(Capacity {
-            offered: at(to_us) - at(from_us),
-            unused,
-        })
-    }
-
-    fn log_idle(&mut self, from: Time, to: Time) {
-        if to <= from {
-            return;
-        }
-        if self.idle_us.len() < MAX_RECORDS {
-            self.idle_us.push((from.as_micros(), to.as_micros()));
-        } else {
-            self.truncated = true;
-        }
+        let at = |us: u64| Time(us.saturating_mul(1000));
+        idle_capacity(
+            self.rate.as_ref()?,
+            self.idle.as_ref()?.iter().copied(),
+            at(from_us),
+            at(to_us),
+        )
     }
 
     fn log(&mut self, t: Time, size: usize, event: PacketEvent) {
@@ -167,31 +134,24 @@ struct Dir {
     link: Link<Vec<u8>>,
     next_depart: Option<Time>,
     in_flight: VecDeque<(Time, Vec<u8>)>,
-    /// Since when the link has stood idle, if it does.
-    idle_since: Option<Time>,
     report: DirReport,
 }
 
 impl Dir {
     fn new(cfg: LinkConfig) -> Dir {
-        let rate = cfg.rate.clone();
         Dir {
             link: Link::new(cfg),
             next_depart: None,
             in_flight: VecDeque::new(),
-            idle_since: Some(Time::ZERO),
-            report: DirReport {
-                rate: Some(rate),
-                ..DirReport::default()
-            },
+            report: DirReport::default(),
         }
     }
 
-    /// The emulator stops at `now`: an idle stretch still open ends there.
+    /// The emulator stops at `now`: the report takes the link's idle stretches up to then
+    /// and its rate profile, to price them.
     fn finish(&mut self, now: Time) {
-        if let Some(a) = self.idle_since.take() {
-            self.report.log_idle(a, now);
-        }
+        self.report.idle = self.link.idle_log(now);
+        self.report.rate = Some(self.link.config().rate.clone());
     }
 
     fn offer(&mut self, now: Time, pkt: Vec<u8>, rng: &mut Rng) {
@@ -208,13 +168,7 @@ impl Dir {
                     self.report.log(now, size, PacketEvent::QueueDrop);
                 }
             }
-            // The link was idle: its service starts now.
-            Offer::Queued(Some(t)) => {
-                if let Some(a) = self.idle_since.take() {
-                    self.report.log_idle(a, now);
-                }
-                self.next_depart = Some(t);
-            }
+            Offer::Queued(Some(t)) => self.next_depart = Some(t),
             Offer::Queued(None) => {}
         }
     }
@@ -226,10 +180,6 @@ impl Dir {
                 Some((pkt, arrive, next)) => {
                     self.in_flight.push_back((arrive, pkt));
                     self.next_depart = next;
-                    if next.is_none() {
-                        // The queue ran empty when this packet left.
-                        self.idle_since = Some(t);
-                    }
                 }
                 None => self.next_depart = None,
             }
@@ -402,12 +352,12 @@ fn run(links: Vec<LinkSpec>, seed: u64, epoch: Instant, stop: &AtomicBool) -> Ve
 mod tests {
     use super::*;
 
-    /// The capacity a link offered while it stood idle is what its rate would have carried
-    /// between the moment its queue ran dry and the next packet: at 1 MB/s, two 1000-byte
-    /// packets in 40 ms leave 38 of the 40 ms (38 000 bytes) unused, and a window counts
-    /// only its part of each idle stretch.
+    /// The emulator's report prices the shared link's idle stretches
+    /// (`mpbond_sim::link::Link::capacity` has the arithmetic): at 1 MB/s, two 1000-byte
+    /// packets in 40 ms leave 38 000 bytes unused, and the report's window is in µs of
+    /// emulator time.
     #[test]
-    fn idle_capacity_is_what_the_link_offered_with_nothing_queued() {
+    fn the_report_prices_the_links_idle_stretches() {
         let ms = |x: u64| Time::from_millis(x);
         let mut d = Dir::new(LinkConfig {
             rate: RateProfile::constant(8e6),
@@ -421,29 +371,20 @@ mod tests {
         d.advance(ms(20), |p| arrived.push(p.len()));
         d.offer(ms(30), vec![0u8; 1000], &mut rng);
         d.advance(ms(41), |p| arrived.push(p.len()));
+        assert_eq!(
+            DirReport::default().capacity(0, 40_000),
+            None,
+            "before finish"
+        );
         d.finish(ms(41));
         assert_eq!(arrived, vec![1000, 1000]);
-        assert_eq!(
-            d.report.idle_us,
-            vec![(0, 10_000), (11_000, 30_000), (31_000, 41_000)]
-        );
         let whole = d.report.capacity(0, 40_000).unwrap();
         assert!((whole.offered - 40_000.0).abs() < 1e-6, "{whole:?}");
         assert!((whole.unused - 38_000.0).abs() < 1e-6, "{whole:?}");
         let part = d.report.capacity(5_000, 35_000).unwrap();
-        assert!((part.offered - 30_000.0).abs() < 1e-6, "{part:?}");
         assert!((part.unused - 28_000.0).abs() < 1e-6, "{part:?}");
-        // A busy link leaves nothing: back-to-back packets keep the queue from running dry.
-        let mut busy = Dir::new(d.link.config().clone());
-        for _ in 0..5 {
-            busy.offer(Time::ZERO, vec![0u8; 1000], &mut rng);
-        }
-        busy.advance(ms(5), |_| {});
-        busy.finish(ms(5));
-        assert_eq!(busy.report.capacity(0, 5_000).unwrap().unused, 0.0);
-        // No rate profile, or a log cut short for memory: no figure rather than a wrong one.
-        assert_eq!(DirReport::default().capacity(0, 1_000), None);
-        d.report.truncated = true;
+        // A log cut for memory gives no figure rather than a wrong one.
+        d.report.idle = None;
         assert_eq!(d.report.capacity(0, 40_000), None);
     }
 }

@@ -76,6 +76,23 @@ pub struct LinkStats {
     pub random_losses: u64,
 }
 
+/// Most idle stretches a link remembers ([`Link::idle_stretches`]); a longer log is cut
+/// and [`Link::capacity`] says so with `None`.
+pub const MAX_IDLE_STRETCHES: usize = 4_000_000;
+
+/// What a link direction offered over a window ([`Link::capacity`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Capacity {
+    /// Bytes the link could have carried had it been busy throughout.
+    pub offered: f64,
+    /// Of those, the bytes it offered while it stood idle: no sender had a packet in its
+    /// queue. For a bottleneck this is the capacity a scheme left on the table (a sender
+    /// limited by its window, its pacing, an ACK clock stopped by an uplink outage, or a
+    /// scheduler with nothing for it); the rest passed while the link was serving packets,
+    /// retransmissions and copies among them.
+    pub unused: f64,
+}
+
 /// The state of one link direction.
 #[derive(Debug)]
 pub struct Link<P = Packet> {
@@ -86,6 +103,12 @@ pub struct Link<P = Packet> {
     /// When the packet in service finishes, if one is in service.
     busy_until: Option<Time>,
     stats: LinkStats,
+    /// Since when the link has stood idle, if it does.
+    idle_since: Option<Time>,
+    /// Closed idle stretches, oldest first.
+    idle: Vec<(Time, Time)>,
+    /// True once `idle` was cut at [`MAX_IDLE_STRETCHES`].
+    idle_truncated: bool,
 }
 
 /// What happened to a packet offered to the link.
@@ -98,7 +121,7 @@ pub enum Offer {
 }
 
 impl<P: WireLen> Link<P> {
-    /// A new idle link.
+    /// A new idle link, idle since time 0.
     pub fn new(cfg: LinkConfig) -> Self {
         Link {
             cfg,
@@ -107,6 +130,53 @@ impl<P: WireLen> Link<P> {
             queued: 0,
             busy_until: None,
             stats: LinkStats::default(),
+            idle_since: Some(Time::ZERO),
+            idle: Vec::new(),
+            idle_truncated: false,
+        }
+    }
+
+    /// Marks a new link as opened at `now` (a connection the simulator opens later): it has
+    /// stood idle only since then. A link that has carried something keeps its log.
+    pub fn open_at(&mut self, now: Time) {
+        if self.idle.is_empty() && self.busy_until.is_none() {
+            self.idle_since = Some(now);
+        }
+    }
+
+    /// The stretches in which the link stood idle, nothing queued or in service, closed
+    /// up to `now` (the one still open ends there).
+    pub fn idle_stretches(&self, now: Time) -> impl Iterator<Item = (Time, Time)> + '_ {
+        self.idle
+            .iter()
+            .copied()
+            .chain(self.idle_since.map(|a| (a, now.max(a))))
+            .filter(|(a, b)| a < b)
+    }
+
+    /// The capacity the link offered in `[from, to)` and how much of it passed while it
+    /// stood idle: what its rate profile would have carried then, had any sender had a
+    /// packet for it. `None` for an empty window, or once the idle log was cut for memory.
+    pub fn capacity(&self, from: Time, to: Time) -> Option<Capacity> {
+        idle_capacity(&self.cfg.rate, self.idle_stretches(to), from, to)
+            .filter(|_| !self.idle_truncated)
+    }
+
+    /// Every idle stretch up to `now`, to price later ([`idle_capacity`]), or `None` once
+    /// the log was cut for memory.
+    pub fn idle_log(&self, now: Time) -> Option<Vec<(Time, Time)>> {
+        (!self.idle_truncated).then(|| self.idle_stretches(now).collect())
+    }
+
+    fn end_idle(&mut self, now: Time) {
+        if let Some(a) = self.idle_since.take() {
+            if a < now {
+                if self.idle.len() < MAX_IDLE_STRETCHES {
+                    self.idle.push((a, now));
+                } else {
+                    self.idle_truncated = true;
+                }
+            }
         }
     }
 
@@ -140,6 +210,9 @@ impl<P: WireLen> Link<P> {
         self.queue.push_back(p);
         if self.busy_until.is_none() {
             self.busy_until = self.start_service(now);
+            if self.busy_until.is_some() {
+                self.end_idle(now);
+            }
             return Offer::Queued(self.busy_until);
         }
         Offer::Queued(None)
@@ -158,8 +231,37 @@ impl<P: WireLen> Link<P> {
         self.queued -= p.wire_len();
         self.stats.delivered_bytes += p.wire_len();
         self.busy_until = self.start_service(now);
+        if self.busy_until.is_none() {
+            // The queue ran dry (or the link went down for good, offering nothing more).
+            self.idle_since = Some(now);
+        }
         Some((p, now + self.cfg.delay, self.busy_until))
     }
+}
+
+/// The capacity `rate` offered in `[from, to)` and the part of it inside `idle` stretches
+/// (as [`Link::idle_stretches`] gives them, in any order, not overlapping). `None` for an
+/// empty window.
+pub fn idle_capacity(
+    rate: &RateProfile,
+    idle: impl IntoIterator<Item = (Time, Time)>,
+    from: Time,
+    to: Time,
+) -> Option<Capacity> {
+    if to <= from {
+        return None;
+    }
+    let at = |t: Time| rate.cumulative_bytes(t);
+    let unused = idle
+        .into_iter()
+        .map(|(a, b)| (a.max(from), b.min(to)))
+        .filter(|(a, b)| a < b)
+        .map(|(a, b)| at(b) - at(a))
+        .sum();
+    Some(Capacity {
+        offered: at(to) - at(from),
+        unused,
+    })
 }
 
 #[cfg(test)]
@@ -181,6 +283,47 @@ mod tests {
             start: id * len,
             end: (id + 1) * len,
         }
+    }
+
+    /// The capacity a link offered while it stood idle is what its rate would have carried
+    /// between the moment its queue ran dry and the next packet: at 1 MB/s, two 1000-byte
+    /// packets in 40 ms leave 38 of the 40 ms (38 000 bytes) unused; a window counts only its
+    /// part of each idle stretch, and a link opened later has idled only since then.
+    #[test]
+    fn idle_capacity_is_what_the_link_offered_with_nothing_queued() {
+        let ms = Time::from_millis;
+        let mut rng = Rng::new(1);
+        let mut l = link(8e6, 100_000);
+        l.offer(ms(10), pkt(0, 1000), &mut rng);
+        let (_, _, next) = l.depart(ms(11)).unwrap();
+        assert_eq!(next, None);
+        l.offer(ms(30), pkt(1, 1000), &mut rng);
+        l.depart(ms(31)).unwrap();
+        assert_eq!(
+            l.idle_stretches(ms(41)).collect::<Vec<_>>(),
+            vec![(ms(0), ms(10)), (ms(11), ms(30)), (ms(31), ms(41))]
+        );
+        let whole = l.capacity(ms(0), ms(40)).unwrap();
+        assert!((whole.offered - 40_000.0).abs() < 1e-6, "{whole:?}");
+        assert!((whole.unused - 38_000.0).abs() < 1e-6, "{whole:?}");
+        let part = l.capacity(ms(5), ms(35)).unwrap();
+        assert!((part.offered - 30_000.0).abs() < 1e-6, "{part:?}");
+        assert!((part.unused - 28_000.0).abs() < 1e-6, "{part:?}");
+        assert_eq!(l.capacity(ms(5), ms(5)), None);
+        // Back to back, the queue never runs dry while it serves.
+        let mut busy = link(8e6, 100_000);
+        for i in 0..5 {
+            busy.offer(Time::ZERO, pkt(i, 1000), &mut rng);
+        }
+        for i in 1..=5 {
+            busy.depart(ms(i)).unwrap();
+        }
+        assert_eq!(busy.capacity(ms(0), ms(5)).unwrap().unused, 0.0);
+        let mut later = link(8e6, 100_000);
+        later.open_at(ms(30));
+        let c = later.capacity(ms(0), ms(40)).unwrap();
+        assert!((c.unused - 10_000.0).abs() < 1e-6, "{c:?}");
+        assert_eq!(later.idle_log(ms(40)), Some(vec![(ms(30), ms(40))]));
     }
 
     #[test]

@@ -4,6 +4,8 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::link::Capacity;
+
 /// Per-subflow results.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SubflowResult {
@@ -30,6 +32,15 @@ pub struct SubflowResult {
     /// Packets its pipe's queue dropped (the connection in use at the end; 0 for the
     /// PS-Path).
     pub pipe_queue_drops: u64,
+    /// The capacity its WAN link offered toward the primary over the download and how much
+    /// of it passed while the link stood idle, bytes (`link::Link::capacity`, the measure
+    /// of the lab's reports; the connection in use at the end, since it opened). `None` when
+    /// the download did not finish.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wan_capacity: Option<Capacity>,
+    /// The same for its pipe (`None` for the PS-Path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipe_capacity: Option<Capacity>,
     /// How often the proxy's queue guard started capping its WAN link's pacing
     /// (`Scenario::queue_guard`, with pacing on).
     pub guard_caps: u64,

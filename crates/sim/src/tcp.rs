@@ -224,6 +224,7 @@ impl<F> Tcp<F> {
     /// The same connection opened at `now` rather than at time zero (a rejoin's new
     /// connection): its stall and delivery-rate clocks start there.
     pub fn opened_at(mut self, now: Time) -> Self {
+        self.link.open_at(now);
         self.last_progress = now;
         self.rate_delivered_time = now;
         self.rate_first_sent = now;

@@ -1195,6 +1195,12 @@ impl<'a> World<'a> {
                     rejoins: st.rejoins,
                     wan_queue_drops: flows[0].link().stats().queue_drops,
                     pipe_queue_drops: flows.get(1).map_or(0, |f| f.link().stats().queue_drops),
+                    wan_capacity: self
+                        .done_at
+                        .and_then(|end| flows[0].link().capacity(Time::ZERO, end)),
+                    pipe_capacity: self
+                        .done_at
+                        .and_then(|end| flows.get(1)?.link().capacity(Time::ZERO, end)),
                     guard_caps: self.guard_caps[s],
                     hystart_exits: flows
                         .iter()
