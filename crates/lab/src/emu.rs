@@ -83,7 +83,7 @@ pub struct DirReport {
     pub records: Vec<PacketRecord>,
     /// True if records were dropped for memory.
     pub truncated: bool,
-    /// When the link stood idle, nothing queued or in service (`Link::idle_log`), for
+    /// When the link stood idle, nothing queued or in service (`Link::take_idle_log`), for
     /// [`DirReport::capacity`]; `None` when that log was cut for memory.
     #[serde(skip)]
     pub idle: Option<Vec<(Time, Time)>>,
@@ -150,7 +150,7 @@ impl Dir {
     /// The emulator stops at `now`: the report takes the link's idle stretches up to then
     /// and its rate profile, to price them.
     fn finish(&mut self, now: Time) {
-        self.report.idle = self.link.idle_log(now);
+        self.report.idle = self.link.take_idle_log(now);
         self.report.rate = Some(self.link.config().rate.clone());
     }
 

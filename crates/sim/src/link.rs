@@ -109,6 +109,8 @@ pub struct Link<P = Packet> {
     idle: Vec<(Time, Time)>,
     /// True once `idle` was cut at [`MAX_IDLE_STRETCHES`].
     idle_truncated: bool,
+    /// When the link came into being ([`Link::open_at`]): it offered nothing before.
+    opened: Time,
 }
 
 /// What happened to a packet offered to the link.
@@ -133,14 +135,17 @@ impl<P: WireLen> Link<P> {
             idle_since: Some(Time::ZERO),
             idle: Vec::new(),
             idle_truncated: false,
+            opened: Time::ZERO,
         }
     }
 
-    /// Marks a new link as opened at `now` (a connection the simulator opens later): it has
-    /// stood idle only since then. A link that has carried something keeps its log.
+    /// Marks a new link as opened at `now` (a connection the simulator opens later): it
+    /// offered capacity, and stood idle, only since then. A link that has carried something
+    /// keeps its log.
     pub fn open_at(&mut self, now: Time) {
         if self.idle.is_empty() && self.busy_until.is_none() {
             self.idle_since = Some(now);
+            self.opened = now;
         }
     }
 
@@ -154,18 +159,24 @@ impl<P: WireLen> Link<P> {
             .filter(|(a, b)| a < b)
     }
 
-    /// The capacity the link offered in `[from, to)` and how much of it passed while it
-    /// stood idle: what its rate profile would have carried then, had any sender had a
-    /// packet for it. `None` for an empty window, or once the idle log was cut for memory.
+    /// The capacity the link offered in `[from, to)` (from its opening on) and how much of
+    /// it passed while it stood idle: what its rate profile would have carried then, had
+    /// any sender had a packet for it. `None` for an empty window, or once the idle log was
+    /// cut for memory.
     pub fn capacity(&self, from: Time, to: Time) -> Option<Capacity> {
+        let from = from.max(self.opened);
         idle_capacity(&self.cfg.rate, self.idle_stretches(to), from, to)
             .filter(|_| !self.idle_truncated)
     }
 
-    /// Every idle stretch up to `now`, to price later ([`idle_capacity`]), or `None` once
-    /// the log was cut for memory.
-    pub fn idle_log(&self, now: Time) -> Option<Vec<(Time, Time)>> {
-        (!self.idle_truncated).then(|| self.idle_stretches(now).collect())
+    /// Hands over every idle stretch up to `now`, to price later ([`idle_capacity`]), or
+    /// `None` once the log was cut for memory. The link keeps none: this is for its owner's
+    /// last look (the lab's emulator when it stops), which needs no copy of a log that can
+    /// run to millions of stretches.
+    pub fn take_idle_log(&mut self, now: Time) -> Option<Vec<(Time, Time)>> {
+        self.end_idle(now);
+        let log = std::mem::take(&mut self.idle);
+        (!self.idle_truncated).then_some(log)
     }
 
     fn end_idle(&mut self, now: Time) {
@@ -323,7 +334,8 @@ mod tests {
         later.open_at(ms(30));
         let c = later.capacity(ms(0), ms(40)).unwrap();
         assert!((c.unused - 10_000.0).abs() < 1e-6, "{c:?}");
-        assert_eq!(later.idle_log(ms(40)), Some(vec![(ms(30), ms(40))]));
+        assert!((c.offered - 10_000.0).abs() < 1e-6, "{c:?}");
+        assert_eq!(later.take_idle_log(ms(40)), Some(vec![(ms(30), ms(40))]));
     }
 
     #[test]
