@@ -207,7 +207,9 @@ pub struct SimArgs {
     /// Record per-subflow progress every DUR (in the JSON output).
     #[arg(long, value_name = "DUR")]
     timeline: Option<String>,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table, with what the table leaves out: per subflow its queue
+    /// drops, HyStart exits and the capacity its WAN link and pipe left unused, per phone the
+    /// energy of each interface (docs/sim.md).
     #[arg(long)]
     json: bool,
 }
