@@ -686,6 +686,33 @@ mod tests {
         assert_eq!(fixed.capacity(), 10);
     }
 
+    /// `DATA_ACK`s can overtake each other: the receiver moves its control frames off a link
+    /// whose sending stalled (an uplink outage), and the ones left in that link's socket
+    /// arrive after newer ones. A late ACK takes nothing back.
+    #[test]
+    fn a_late_ack_that_says_less_changes_nothing() {
+        let mut s = SendStream::new(100, 40);
+        s.write(Bytes::from(vec![3u8; 30]));
+        send(&mut s, 10, A); // 0..10
+        send(&mut s, 10, B); // 10..20
+        send(&mut s, 10, A); // 20..30
+        let newer = s.on_ack(&ack(20, 60, &[(25, 30)])).unwrap();
+        assert_eq!(newer, vec![(A, 15), (B, 10)]);
+        let (outstanding, window) = (s.outstanding_on(A), s.window_end);
+        // The older ACK, sent before the outage: a lower cumulative ACK, a smaller window, a
+        // SACK block the newer one covered.
+        let freed = s.on_ack(&ack(5, 45, &[(12, 15)])).unwrap();
+        assert!(freed.is_empty(), "{freed:?}");
+        assert_eq!(s.outstanding_on(A), outstanding);
+        assert_eq!(s.outstanding_on(B), 0);
+        assert_eq!(s.window_end, window);
+        assert_eq!(s.outstanding_on(A), 5, "20..25 still out");
+        assert!(
+            s.peek_segment(100).is_none(),
+            "nothing comes back to be sent again"
+        );
+    }
+
     #[test]
     fn ack_beyond_sent_is_an_error() {
         let mut s = SendStream::new(100, 100);

@@ -42,6 +42,9 @@ pub(super) struct LinkState {
     /// The link's current TCP_NOTSENT_LOWAT, bytes.
     pub lowat: u64,
     unacked_since: Option<Instant>,
+    /// TCP's acknowledged bytes at the last reading that found them grown, or found
+    /// nothing unacknowledged, and when ([`acks_stalled`]).
+    acked_progress: (u64, Instant),
     last_rx: Arc<std::sync::atomic::AtomicU64>,
     /// `tcpi_data_segs_in` when liveness last looked ([`crate::link::heard_in_kernel`]).
     data_segs_seen: u32,
@@ -168,6 +171,7 @@ impl Session {
                 idle: true,
                 lowat,
                 unacked_since: None,
+                acked_progress: (0, Instant::now()),
                 last_rx,
                 data_segs_seen: 0,
                 activity: crate::quiet::Activity::default(),
@@ -358,6 +362,9 @@ impl Session {
         let base = self.spec.tuning.lowat.0;
         for l in self.links.values_mut() {
             if let Ok(&t) = l.meter.read(l.writer.sock().as_ref(), now, &l.name) {
+                if t.bytes_acked != l.acked_progress.0 || t.unacked_bytes == 0 {
+                    l.acked_progress = (t.bytes_acked, Instant::now());
+                }
                 let want = ((l.meter.est.throughput() * COMMIT_TIME.as_secs_f64()) as u64)
                     .clamp(base, base.saturating_mul(16));
                 if want.abs_diff(l.lowat) * 4 > l.lowat {
@@ -530,19 +537,27 @@ impl Session {
         }
     }
 
-    /// The link for control frames: the direct path when there is one (no helper buffer to
-    /// wait behind), else the lowest-RTT link.
+    /// The link for control frames (above all the primary's `DATA_ACK`s): see
+    /// [`pick_control_link`].
     pub(super) fn control_link(&self) -> Option<LinkId> {
-        let pick = |direct: bool| {
-            self.subflows
-                .values()
-                .filter(|s| !direct || s.kind == PathKind::Direct)
-                .flat_map(|s| s.links.iter())
-                .filter_map(|l| self.links.get(l).map(|x| (*l, x.meter.est.srtt())))
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .map(|(l, _)| l)
-        };
-        pick(true).or_else(|| pick(false))
+        let candidates: Vec<ControlCandidate> = self
+            .subflows
+            .values()
+            .flat_map(|s| s.links.iter().map(move |l| (s.kind, *l)))
+            .filter_map(|(kind, l)| {
+                self.links.get(&l).map(|x| ControlCandidate {
+                    link: l,
+                    direct: kind == PathKind::Direct,
+                    srtt: x.meter.est.srtt(),
+                    stalled: acks_stalled(
+                        x.meter.tcp.unacked_bytes,
+                        x.acked_progress.1.elapsed(),
+                        x.meter.est.min_rtt(),
+                    ),
+                })
+            })
+            .collect();
+        pick_control_link(&candidates)
     }
 
     /// After a link died, control frames that were on it may be lost; TCP loses nothing
@@ -690,5 +705,117 @@ impl Session {
                 }
             })
             .collect()
+    }
+}
+
+/// A link on which bytes have waited this long with none of them acknowledged (or two
+/// minimum RTTs, if longer) carries no control frames while another link can
+/// ([`acks_stalled`]): Linux's smallest retransmission timeout.
+const CONTROL_STALL_MIN: Duration = Duration::from_millis(200);
+
+/// Whether a link's own sending looks stuck: `unacked` bytes wait, and TCP acknowledged
+/// nothing new for `no_progress_for` (counted from the last reading with nothing
+/// unacknowledged, if later), at least [`CONTROL_STALL_MIN`] or two minimum RTTs. On a
+/// cellular link that is an uplink outage, or a downlink one, which holds the ACKs. On the
+/// LTE traces of experiment 11d the PS-Path's uplink is silent for 0.72 s while its downlink
+/// keeps delivering. The time since the last ACK received would not tell: every data
+/// segment from the peer carries one, and the downlink delivered for a quarter second into
+/// that outage. Nor would the smoothed RTT serve as the yardstick: the peer's ACKs for a
+/// primary's few bytes ride the downlink behind the proxy's standing queue (0.9 s in that
+/// outage), yet while the uplink works they come back in a steady stream, one for every few
+/// frames sent.
+fn acks_stalled(unacked: u64, no_progress_for: Duration, min_rtt: f64) -> bool {
+    let two_rtts = 2.0 * min_rtt;
+    let wait = if two_rtts.is_finite() && two_rtts > 0.0 {
+        CONTROL_STALL_MIN.max(Duration::from_secs_f64(two_rtts.min(60.0)))
+    } else {
+        CONTROL_STALL_MIN
+    };
+    unacked > 0 && no_progress_for >= wait
+}
+
+/// A link that could carry control frames, as [`pick_control_link`] weighs it.
+#[derive(Clone, Copy, Debug)]
+struct ControlCandidate {
+    link: LinkId,
+    /// A PS-Path (no helper buffer to wait behind).
+    direct: bool,
+    /// Smoothed RTT, seconds.
+    srtt: f64,
+    /// [`acks_stalled`].
+    stalled: bool,
+}
+
+/// The link for control frames: the direct path when there is one (no helper buffer to wait
+/// behind), else the lowest-RTT link; but first of all a link whose sending is not stalled
+/// ([`acks_stalled`]).
+///
+/// The primary's `DATA_ACK`s are what the proxy's books of every subflow rest on: what each
+/// has outstanding, and so PAD, reinjection and the late-head rescue. In an outage of the
+/// PS-Path's uplink they would wait in its socket while the helpers' bytes keep arriving.
+/// With every helper delivering and no `DATA_ACK` getting through, the proxy counted 6.6 MB
+/// outstanding on a helper that held 1.3 MB (11d, two devices, a 0.72 s uplink silence of
+/// the T-Mobile trace), recalled all of it when the ACKs came back, dropped the helper's
+/// buffer and sent the segment's tail over the PS-Path alone. Another path's uplink carries
+/// them meanwhile (a helper relays them on its HS-Path); the proxy takes `DATA_ACK`s from any
+/// link and ignores a late one that acknowledges less.
+fn pick_control_link(candidates: &[ControlCandidate]) -> Option<LinkId> {
+    let pick = |direct: bool, live: bool| {
+        candidates
+            .iter()
+            .filter(|c| (!direct || c.direct) && (!live || !c.stalled))
+            .min_by(|a, b| a.srtt.total_cmp(&b.srtt))
+            .map(|c| c.link)
+    };
+    pick(true, true)
+        .or_else(|| pick(false, true))
+        .or_else(|| pick(true, false))
+        .or_else(|| pick(false, false))
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::*;
+
+    fn cand(link: LinkId, direct: bool, srtt: f64, stalled: bool) -> ControlCandidate {
+        ControlCandidate {
+            link,
+            direct,
+            srtt,
+            stalled,
+        }
+    }
+
+    #[test]
+    fn control_frames_avoid_a_link_whose_acks_stopped() {
+        // The direct path first, even when a pipe is faster.
+        let ps = cand(1, true, 0.06, false);
+        let pipe = cand(2, false, 0.005, false);
+        let pipe2 = cand(3, false, 0.004, false);
+        assert_eq!(pick_control_link(&[pipe, ps]), Some(1));
+        // Its uplink silent: the fastest live helper link.
+        let ps_stalled = cand(1, true, 0.06, true);
+        assert_eq!(pick_control_link(&[pipe, ps_stalled, pipe2]), Some(3));
+        // Every link stalled: still one, the direct first.
+        let pipe_stalled = cand(2, false, 0.005, true);
+        assert_eq!(pick_control_link(&[pipe_stalled, ps_stalled]), Some(1));
+        assert_eq!(pick_control_link(&[pipe_stalled]), Some(2));
+        assert_eq!(pick_control_link(&[]), None);
+    }
+
+    #[test]
+    fn a_link_is_stalled_only_with_bytes_waiting_and_no_progress_for_long() {
+        let ms = Duration::from_millis;
+        // Nothing unacknowledged: an idle link is not stalled however long it was quiet.
+        assert!(!acks_stalled(0, ms(5_000), 0.05));
+        // Bytes waiting: stalled after 200 ms without progress on a fast path ...
+        assert!(!acks_stalled(300, ms(150), 0.05));
+        assert!(acks_stalled(300, ms(200), 0.05));
+        // ... after two minimum RTTs on a slow one ...
+        assert!(!acks_stalled(300, ms(500), 0.3));
+        assert!(acks_stalled(300, ms(600), 0.3));
+        // ... and a path with no RTT sample yet, or a nonsense one, still has a bound.
+        assert!(acks_stalled(300, ms(200), f64::NAN));
+        assert!(!acks_stalled(300, ms(199), -1.0));
     }
 }
