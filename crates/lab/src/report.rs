@@ -306,6 +306,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
         }
         let _ = writeln!(o);
         link_capacity(&mut o, &groups);
+        segment_loss(&mut o, &groups);
         per_repetition(&mut o, &groups, first.workload);
     }
     o
@@ -363,6 +364,111 @@ fn link_capacity(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
             })
             .collect();
         let _ = writeln!(o, "| {s} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(o);
+}
+
+/// One video run's segments against their links ([`segment_loss_of`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SegmentLoss {
+    /// The time from each request to the segment's last byte, summed, seconds.
+    pub took_s: f64,
+    /// The part of it beyond the earliest end the links allowed each segment from its
+    /// request (`run::segment_bounds`), seconds.
+    pub lost_s: f64,
+    /// Per segment (numbered from 1): when it was asked for and what it lost, seconds.
+    pub per_segment: Vec<(usize, f64, f64)>,
+}
+
+/// A video run's [`SegmentLoss`]; `None` without segment bounds. A segment the links could
+/// not deliver within the bound's horizon counts in neither sum.
+pub fn segment_loss_of(r: &RunResult) -> Option<SegmentLoss> {
+    let v = r.video.as_ref()?;
+    if v.segment_bound_s.is_empty() {
+        return None;
+    }
+    let (mut took, mut lost, mut per) = (0.0, 0.0, Vec::new());
+    for (i, (&asked, &bound)) in v.asked_s.iter().zip(&v.segment_bound_s).enumerate() {
+        let Some(&(done, _)) = r.progress.get(i + 1) else {
+            break;
+        };
+        if !bound.is_finite() {
+            continue;
+        }
+        took += done - asked;
+        lost += done - bound;
+        per.push((i + 1, asked, done - bound));
+    }
+    Some(SegmentLoss {
+        took_s: took,
+        lost_s: lost,
+        per_segment: per,
+    })
+}
+
+/// Where a video run lost time against its links: per scheme, the time its segments took
+/// from request to last byte, and how much of it went beyond what the links allowed each
+/// segment from its own request (`run::segment_bounds`), with the worst segments. The
+/// stall bound says how much a scheme could have stalled at best; this says where it lost
+/// the difference: in a few segments (an outage, a rate collapse with a deep queue) or a
+/// little in every one (each segment's end, where the paths must finish together).
+fn segment_loss(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    let rows: Vec<String> = groups
+        .iter()
+        .filter_map(|(s, rs)| {
+            let per: Vec<_> = rs
+                .iter()
+                .filter_map(|r| segment_loss_of(r).map(|l| (r.rep, l)))
+                .collect();
+            if per.is_empty() {
+                return None;
+            }
+            let n = per.len() as f64;
+            let took: f64 = per.iter().map(|(_, l)| l.took_s).sum::<f64>() / n;
+            let lost: f64 = per.iter().map(|(_, l)| l.lost_s).sum::<f64>() / n;
+            let segments = per
+                .iter()
+                .map(|(_, l)| l.per_segment.len())
+                .max()
+                .unwrap_or(0);
+            let mut worst: Vec<(usize, usize, f64, f64)> = per
+                .iter()
+                .flat_map(|(rep, l)| {
+                    l.per_segment
+                        .iter()
+                        .map(move |&(k, at, x)| (*rep, k, at, x))
+                })
+                .collect();
+            worst.sort_by(|a, b| b.3.total_cmp(&a.3));
+            let worst: Vec<String> = worst
+                .iter()
+                .take(3)
+                .map(|(rep, k, at, x)| {
+                    format!("rep {rep} segment {k} (asked at {at:.1} s): {x:.2} s")
+                })
+                .collect();
+            Some(format!(
+                "| {s} | {} | {segments} | {took:.1} | {lost:.2} ({:.0}%) | {:.3} | {} |",
+                per.len(),
+                100.0 * lost / took.max(1e-9),
+                lost / segments.max(1) as f64,
+                worst.join("; ")
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Time the segments took, from each request to its last byte, and how much of it went \
+         beyond the earliest end the links allowed that segment from its request (s, mean \
+         over runs; crate::run::segment_bounds):\n\n| scheme | runs | segments | segment \
+         time | lost against the links | lost per segment | worst segments |"
+    );
+    let _ = writeln!(o, "|{}", " --- |".repeat(7));
+    for r in rows {
+        let _ = writeln!(o, "{r}");
     }
     let _ = writeln!(o);
 }
@@ -1070,6 +1176,46 @@ mod tests {
             }
         }
         assert!(!table("t", &schemes, &rs).contains("Capacity each link"));
+    }
+
+    #[test]
+    fn segment_loss_says_where_a_video_run_lost_time_against_its_links() {
+        // Three segments asked for at 0, 2 and 5 s, done at 2, 5 and 6 s; the links allowed
+        // them by 1.5, 3 and 6 s: 0.5, 2 and 0 s lost of 6 s.
+        let mut r = run("mpbond", 0, 6.0, 5.0);
+        r.workload = WorkloadKind::Video;
+        r.progress = vec![(0.0, 0), (2.0, 100), (5.0, 200), (6.0, 300)];
+        r.video = Some(crate::video::VideoStats {
+            asked_s: vec![0.0, 2.0, 5.0],
+            segment_bound_s: vec![1.5, 3.0, 6.0],
+            ..Default::default()
+        });
+        let l = segment_loss_of(&r).unwrap();
+        assert!(
+            (l.took_s - 6.0).abs() < 1e-9 && (l.lost_s - 2.5).abs() < 1e-9,
+            "{l:?}"
+        );
+        assert_eq!(
+            l.per_segment,
+            vec![(1, 0.0, 0.5), (2, 2.0, 2.0), (3, 5.0, 0.0)]
+        );
+        let schemes = vec!["mpbond".to_string()];
+        let t = table("t", &schemes, &[r.clone()]);
+        assert!(
+            t.contains("| mpbond | 1 | 3 | 6.0 | 2.50 (42%) | 0.833 | rep 0 segment 2 (asked at 2.0 s): 2.00 s; rep 0 segment 1"),
+            "{t}"
+        );
+        // A segment the links could not deliver within the horizon counts in neither sum.
+        r.video.as_mut().unwrap().segment_bound_s[1] = f64::INFINITY;
+        let l = segment_loss_of(&r).unwrap();
+        assert!(
+            (l.took_s - 3.0).abs() < 1e-9 && (l.lost_s - 0.5).abs() < 1e-9,
+            "{l:?}"
+        );
+        // No bounds (a run from before they were computed, or not a video): no table.
+        r.video.as_mut().unwrap().segment_bound_s.clear();
+        assert!(segment_loss_of(&r).is_none());
+        assert!(!table("t", &schemes, &[r]).contains("lost against the links"));
     }
 
     /// A bulk run's table puts the median and 5th percentile of the fluid's samples (what

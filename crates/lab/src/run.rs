@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use mpbond_daemon::keys::KeyPair;
 use mpbond_sim::fluid::{
-    delivered_per_sample, lower_bound, max_delivered, sequential_arrival_times, AckLink, Feedback,
-    FluidPath,
+    arrival_times_from, delivered_per_sample, lower_bound, max_delivered, sequential_arrival_times,
+    AckLink, Feedback, FluidPath,
 };
 use mpbond_sim::link::LinkConfig;
 use serde::{Deserialize, Serialize};
@@ -539,6 +539,37 @@ pub fn video_stall_bound(
     ))
 }
 
+/// For each segment of a video run, the earliest end its links allowed it from the moment
+/// the player asked for it (`asked`, seconds), its request taking the PS-Path's one-way
+/// delay to the origin, on links and helper buffers empty at the request
+/// (`mpbond_sim::fluid::arrival_times_from`; payload at [`PAYLOAD_SHARE`]). The segments'
+/// sizes are the steps of the run's `progress`. The stall bound chains segments at the
+/// bound's own ends ([`video_stall_bound`]); this holds each of the run's segments against
+/// its own start, so the time beyond it says in which segments a scheme lost time, and how
+/// much (docs/lab.md).
+pub fn segment_bounds(
+    topo: &TopologySpec,
+    scheme: Scheme,
+    asked: &[f64],
+    progress: &[(f64, u64)],
+) -> Vec<f64> {
+    let sizes: Vec<u64> = progress
+        .windows(2)
+        .map(|w| (w[1].1.saturating_sub(w[0].1) as f64 / PAYLOAD_SHARE).ceil() as u64)
+        .collect();
+    let n = sizes.len().min(asked.len());
+    let last = asked[..n]
+        .iter()
+        .copied()
+        .filter(|t| t.is_finite())
+        .fold(0.0, f64::max);
+    let horizon = Duration::from_secs_f64((last + 120.0).min(1e6));
+    let request = topo.ps.up.delay;
+    with_paths(topo, scheme, false, None, |paths| {
+        arrival_times_from(&sizes[..n], &asked[..n], paths, request, horizon)
+    })
+}
+
 /// How the client reaches the origin.
 #[derive(Clone)]
 enum Client {
@@ -906,6 +937,7 @@ pub fn run_one(
         v.stall_ratio_bound = video_stall_bound(sc, &topo0, scheme, None, start)?;
         v.stall_ratio_window_bound =
             video_stall_bound(sc, &topo0, scheme, Some(WINDOW_BOUND), start)?;
+        v.segment_bound_s = segment_bounds(&topo0, scheme, &v.asked_s, &fetch.progress);
     }
     let mean_mbps = fetch.bytes as f64 * 8.0 / fetch.seconds / 1e6;
     let ratio = match kind {

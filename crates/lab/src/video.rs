@@ -69,6 +69,14 @@ pub struct VideoStats {
     /// on the uplinks): the least a window-based transport could have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall_ratio_window_bound: Option<f64>,
+    /// When the player asked for each segment, seconds from the first request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked_s: Vec<f64>,
+    /// The earliest end the links allowed each segment from the moment the player asked for
+    /// it, seconds (`crate::run::segment_bounds`); the run's own end of the segment beyond
+    /// it is time the scheme lost there. Empty where not computed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segment_bound_s: Vec<f64>,
 }
 
 /// A lower bound on the stall, in seconds, of a player whose playback starts at `start_s`
@@ -225,6 +233,7 @@ impl Player {
         let mut current = None;
         let (mut bits, mut switches, mut bytes, mut intact) = (0.0, 0, 0u64, true);
         let mut progress = vec![(0.0, 0u64)];
+        let mut asked_s = Vec::with_capacity(n);
         for _ in 0..n {
             // Load control: wait while the buffer is full.
             loop {
@@ -243,6 +252,7 @@ impl Player {
             current = Some(rung);
             let size = ((self.ladder[rung] * self.segment_s / 8.0).round() as u64).max(1);
             let t0 = Instant::now();
+            asked_s.push(started.elapsed().as_secs_f64());
             let f = http::get(&mut s, size, None, t0).await?;
             meter.add(f.bytes, f.seconds);
             intact &= f.intact;
@@ -262,6 +272,8 @@ impl Player {
             segments: n,
             stall_ratio_bound: None,
             stall_ratio_window_bound: None,
+            asked_s,
+            segment_bound_s: Vec::new(),
         };
         let fetch = Fetch {
             bytes,
