@@ -475,12 +475,15 @@ impl PacketFill {
 pub struct PipeState {
     newest: Option<PipeFeedback>,
     received_at: Option<Time>,
+    /// The sender-side path's acknowledged bytes when the newest feedback arrived.
+    acked_at_report: Option<u64>,
 }
 
 impl PipeState {
     /// Records feedback unless it is older than what we have (feedback can arrive over
-    /// several paths and overtake itself). Returns whether it was used.
-    pub fn on_feedback(&mut self, now: Time, fb: PipeFeedback) -> bool {
+    /// several paths and overtake itself). Returns whether it was used. `hs_acked` is the
+    /// sender-side path's TCP bytes acknowledged so far, if known ([`PipeState::unreported`]).
+    pub fn on_feedback(&mut self, now: Time, fb: PipeFeedback, hs_acked: Option<u64>) -> bool {
         if let Some(old) = &self.newest {
             if fb.timestamp_us < old.timestamp_us {
                 return false;
@@ -488,16 +491,39 @@ impl PipeState {
         }
         self.newest = Some(fb);
         self.received_at = Some(now);
+        self.acked_at_report = hs_acked;
         true
     }
 
-    /// The pipe as PAD sees it, if any feedback has arrived.
+    /// The pipe as PAD sees it, if any feedback has arrived; its
+    /// [`PipeView::unreported`] is unknown (see [`PipeState::view_at`]).
     pub fn view(&self) -> Option<PipeView> {
         self.newest.map(|f| PipeView {
             throughput: f.throughput_bps as f64 / 8.0,
             rtt: f.rtt_us as f64 / 1e6,
             buffered: f.buffered,
+            unreported: None,
         })
+    }
+
+    /// [`PipeState::view`] with [`PipeView::unreported`] filled in from the sender-side
+    /// path's acknowledged bytes now.
+    pub fn view_at(&self, hs_acked: u64) -> Option<PipeView> {
+        self.view().map(|mut v| {
+            v.unreported = self.unreported(hs_acked);
+            v
+        })
+    }
+
+    /// Bytes the sender-side path (the HS-Path, at the proxy) delivered to the helper since
+    /// the newest report, given its TCP's acknowledged bytes now: none of them is in that
+    /// report's B_p. The helper's report and the TCP ACKs of what it received ride the same
+    /// uplink, so an ACK that arrived before the report was for bytes the helper had when it
+    /// wrote the report, and one that arrived after, for bytes it had not. `None` without a
+    /// reading at the report; 0 after the path's connection was replaced (its count starts
+    /// again), until the next report.
+    pub fn unreported(&self, hs_acked: u64) -> Option<u64> {
+        self.acked_at_report.map(|a| hs_acked.saturating_sub(a))
     }
 
     /// How old the newest feedback is.
@@ -940,9 +966,37 @@ mod tests {
             uplink: false,
         };
         let mut p = PipeState::default();
-        assert!(p.on_feedback(Time::ZERO, fb(10, 100)));
-        assert!(!p.on_feedback(Time::ZERO, fb(5, 999)));
+        assert!(p.on_feedback(Time::ZERO, fb(10, 100), None));
+        assert!(!p.on_feedback(Time::ZERO, fb(5, 999), None));
         let v = p.view().unwrap();
         assert_eq!((v.buffered, v.throughput, v.rtt), (100, 1_000_000.0, 0.004));
+    }
+
+    #[test]
+    fn unreported_is_what_the_hs_path_delivered_since_the_report() {
+        let fb = |ts| PipeFeedback {
+            subflow: SubflowId(1),
+            throughput_bps: 8_000_000,
+            rtt_us: 4_000,
+            buffered: 50_000,
+            timestamp_us: ts,
+            uplink: false,
+        };
+        let mut p = PipeState::default();
+        // No reading at the report: unknown, and the view says so.
+        p.on_feedback(Time::ZERO, fb(10), None);
+        assert_eq!(p.unreported(70_000), None);
+        assert_eq!(p.view_at(70_000).unwrap().unreported, None);
+        // The HS-Path had 40 000 bytes acknowledged when the report came, 70 000 now.
+        p.on_feedback(Time::ZERO, fb(20), Some(40_000));
+        assert_eq!(p.unreported(70_000), Some(30_000));
+        let v = p.view_at(70_000).unwrap();
+        assert_eq!((v.buffered, v.unreported), (50_000, Some(30_000)));
+        assert_eq!(p.view().unwrap().unreported, None);
+        // A stale report does not move the mark; a new connection's count starts again
+        // below it, which reads 0 until the next report.
+        assert!(!p.on_feedback(Time::ZERO, fb(15), Some(0)));
+        assert_eq!(p.unreported(70_000), Some(30_000));
+        assert_eq!(p.unreported(1_000), Some(0));
     }
 }

@@ -341,6 +341,7 @@ fn fresh_helper(sc: &Scenario, h: &HelperSpec, now: Time) -> (Helper, PipeState)
             timestamp_us: now.as_micros(),
             uplink: false,
         },
+        None,
     );
     (
         Helper {
@@ -608,7 +609,8 @@ impl<'a> World<'a> {
             }
             Ev::Feedback(k, fb) => {
                 if self.sub[k + 1].alive {
-                    self.pipe_state[k].on_feedback(self.now, fb);
+                    let acked = self.flows[flow_of_subflow(k + 1)].bytes_acked();
+                    self.pipe_state[k].on_feedback(self.now, fb, Some(acked));
                     self.proxy_pump();
                 }
             }
@@ -1092,7 +1094,7 @@ impl<'a> World<'a> {
             p.bytes_acked = tcp.bytes_acked();
             p.loss_rate = tcp.loss_rate();
             if s > 0 {
-                p.pipe = self.pipe_state[s - 1].view();
+                p.pipe = self.pipe_state[s - 1].view_at(p.bytes_acked);
             }
             if self.sc.radio_state {
                 p.wan_idle = self.radios.idle_for(Iface::wan_of_subflow(s), self.now);

@@ -486,6 +486,7 @@ fn pams_recall_emits_cancels_for_helper_and_reschedules() {
         throughput: 625_000.0,
         rtt: 0.004,
         buffered: 400_000,
+        unreported: None,
     });
     views[0].idle = true;
     // PAD_hs = 0.025 + 0.64 + 0.002 = 0.667, PAD_ps = 0.025: recall the balanced amount
@@ -660,6 +661,7 @@ fn head_stuck_on_helper(
         throughput: 625_000.0,
         rtt: 0.004,
         buffered: 0,
+        unreported: None,
     });
     helper.idle = true;
     let mut direct = PathView::new(SubflowId(2), PathKind::Direct);
@@ -996,6 +998,7 @@ fn the_ack_way_back_crosses_the_helpers_second_hop_too() {
         throughput: 1e6,
         rtt: 0.05,
         buffered: 0,
+        unreported: None,
     });
     // Due at 25 ms; late 25 + 10 ms (the ACK's way back and hold) and 50 ms (slack) after.
     views[0].idle = false;
@@ -1078,6 +1081,7 @@ fn nonsense_estimates_do_not_panic_the_rescues() {
             throughput: bad,
             rtt: bad,
             buffered: 5_000,
+            unreported: None,
         });
         // Bytes in flight that TCP never acknowledges: the stall rescue fires.
         helper.inflight = 10_000;
@@ -1171,6 +1175,7 @@ fn request_sent_again(ack_leaves: Option<Time>) -> bool {
         throughput: 625e3,
         rtt: 0.05,
         buffered: 0,
+        unreported: None,
     });
     let mut views = vec![direct, helper];
     let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {

@@ -147,6 +147,7 @@ pub(crate) mod testutil {
             throughput: pipe_mbps * 125_000.0,
             rtt: pipe_rtt_ms / 1000.0,
             buffered: pipe_buffered,
+            unreported: None,
         });
         p.outstanding = queued + pipe_buffered;
         p

@@ -68,14 +68,22 @@ pub fn pad(p: &PathView) -> f64 {
 /// So:
 ///
 /// - direct subflow: `D_s = max(minRTT_ps / 2, B_s / Th_ps - minRTT_ps / 2)`;
-/// - helper subflow: `max(D_hs + OWD_p, max(B_s + B_p, outstanding) / Th_p)` with `D_hs`
-///   the same for the HS-Path: the byte either reaches an empty pipe (then crosses it), or
-///   it waits behind every byte ahead of it on the HS-Path and in the helper, all of which
-///   the pipe drains at `Th_p` while it stays busy (the pipe's return delay, a local link's
-///   few milliseconds, is not subtracted: the helper reports no minimum for it). The
-///   helper's report is one HS-Path delay old, so bytes the HS-Path acknowledged after it
-///   are in neither B_s nor B_p; the subflow's outstanding bytes bound what is ahead from
-///   below.
+/// - helper subflow: `max(D_hs + OWD_p, ahead / Th_p)` with `D_hs` the same for the
+///   HS-Path: the byte either reaches an empty pipe (then crosses it), or it waits behind
+///   every byte ahead of it on the HS-Path and in the helper, all of which the pipe drains
+///   at `Th_p` while it stays busy (the pipe's return delay, a local link's few
+///   milliseconds, is not subtracted: the helper reports no minimum for it). The helper's
+///   report is one HS-Path delay old, so bytes the HS-Path acknowledged after it are in
+///   neither B_s nor B_p; the subflow's outstanding bytes bound what is ahead from below:
+///   `ahead = max(B_s + B_p, outstanding)`. Outstanding counts what the primary has not
+///   acknowledged, and a `DATA_ACK` carries only the lowest four SACK ranges, so when
+///   another subflow leaves more holes below a helper's bytes they stay outstanding after
+///   the primary has them all: 2-3 MB for a second on a helper whose HS-Path and buffer
+///   had emptied (11d, three devices). PAD then read the idle helper as busy, and PAMS gave
+///   the segment's tail to the PS-Path's deep queue. What the HS-Path delivered since the
+///   report ([`PipeView::unreported`]) closes the gap from above: where it is known,
+///   `ahead = min(outstanding, B_s + B_p + unreported)`, at least `B_s + B_p`
+///   (docs/evaluation.md, "What we changed", item 42).
 ///
 /// Under CUBIC's standing queue at a cellular bottleneck the paper's form overstates a
 /// direct subflow by about one RTT (srtt/2 + minRTT/2) and a helper subflow whose pipe is the
@@ -92,7 +100,12 @@ pub fn pad_drain(p: &PathView) -> f64 {
     match (p.kind, &p.pipe) {
         (PathKind::Helper, Some(pipe)) => {
             let th_p = pipe.throughput.max(MIN_THROUGHPUT);
-            let ahead = (b_s + pipe.buffered as f64).max(p.outstanding as f64);
+            let reported = b_s + pipe.buffered as f64;
+            let outstanding = p.outstanding as f64;
+            let ahead = match pipe.unreported {
+                Some(u) => outstanding.min(reported + u as f64).max(reported),
+                None => reported.max(outstanding),
+            };
             (d_s + pipe.rtt / 2.0).max(ahead / th_p)
         }
         _ => d_s,
@@ -645,6 +658,23 @@ mod tests {
         // not in its last report are still ahead of the byte (outstanding 600 000).
         h.outstanding = 600_000;
         assert!(close(pad_drain(&h), 0.96), "{}", pad_drain(&h));
+        // Knowing what the HS-Path delivered since the report bounds that from above:
+        // 50 000 bytes since, so at most 550 000 ahead, whatever stays unacknowledged beyond
+        // (the primary's DATA_ACKs list only the lowest SACK ranges) ...
+        let pipe = |h: &mut PathView, unreported| h.pipe.as_mut().unwrap().unreported = unreported;
+        pipe(&mut h, Some(50_000));
+        assert!(close(pad_drain(&h), 0.88), "{}", pad_drain(&h));
+        h.outstanding = 7_600_000;
+        assert!(close(pad_drain(&h), 0.88), "{}", pad_drain(&h));
+        // ... it only caps the outstanding bytes: fewer of them still count as they are ...
+        h.outstanding = 520_000;
+        assert!(close(pad_drain(&h), 0.832), "{}", pad_drain(&h));
+        // ... and the queue and the helper's buffer always count in full.
+        h.outstanding = 0;
+        assert!(close(pad_drain(&h), 0.8), "{}", pad_drain(&h));
+        pipe(&mut h, None);
+        h.outstanding = 7_600_000;
+        assert!(close(pad_drain(&h), 12.16), "{}", pad_drain(&h));
         // A fast, empty pipe: the HS-Path is the bottleneck (125 000 bytes in flight at
         // 1.25 MB/s, 25 ms back) and the pipe adds its one-way delay.
         let mut fast = helper(1, 60.0, 10.0, 125_000, 4.0, 20.0, 0, true);

@@ -594,9 +594,22 @@ impl Session {
     /// Applies a helper's report about the second hop of its subflow.
     pub(super) fn on_feedback(&mut self, fb: PipeFeedback) {
         let now = self.now();
+        let acked = self.subflow_acked(fb.subflow);
         if let Some(sf) = self.subflows.get_mut(&fb.subflow) {
-            sf.pipe.on_feedback(now, fb);
+            sf.pipe.on_feedback(now, fb, Some(acked));
         }
+    }
+
+    /// The bytes a subflow's links have had acknowledged by TCP, summed as [`Self::views`]
+    /// sums them ([`PipeState::unreported`] compares the two).
+    fn subflow_acked(&self, id: SubflowId) -> u64 {
+        self.subflows.get(&id).map_or(0, |sf| {
+            sf.links
+                .iter()
+                .filter_map(|l| self.links.get(l))
+                .map(|l| l.meter.tcp.bytes_acked)
+                .sum()
+        })
     }
 
     /// The scheduler's view of every subflow.
@@ -648,7 +661,7 @@ impl Session {
                 }
             }
             if sf.kind == PathKind::Helper {
-                v.pipe = sf.pipe.view();
+                v.pipe = sf.pipe.view_at(self.subflow_acked(id));
             }
             v.power = sf.power;
             out.push(v);
