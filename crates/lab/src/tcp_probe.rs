@@ -250,6 +250,7 @@ impl TcpProbe {
                 )));
             }
         }
+        remove_stale(&root.join("instances"));
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let instance = root
@@ -318,6 +319,41 @@ impl Drop for TcpProbe {
     }
 }
 
+/// The process that made a lab trace instance, from its name (`mpbond-lab-<pid>-...`).
+fn owner_pid(name: &str) -> Option<u32> {
+    name.strip_prefix("mpbond-lab-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Removes the lab trace instances whose process is gone: a run killed before it could drop
+/// its [`TcpProbe`] leaves its instance behind, with its ring buffers held in the kernel
+/// (and the lab's test, which checks that a run leaves none, failing).
+fn remove_stale(instances: &Path) {
+    let Ok(dir) = fs::read_dir(instances) else {
+        return;
+    };
+    for e in dir.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = owner_pid(&name) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let _ = fs::write(e.path().join("events/tcp/tcp_probe/enable"), "0");
+        match fs::remove_dir(e.path()) {
+            Ok(()) => {
+                tracing::info!(instance = %name, "removed a trace instance its run left behind")
+            }
+            Err(err) => tracing::warn!(instance = %name, error = %err,
+                "cannot remove a trace instance its run left behind"),
+        }
+    }
+}
+
 /// Reads the instance's pipe until `stop` is set and the pipe is empty.
 fn drain(mut pipe: File, stop: &AtomicBool) -> io::Result<Capture> {
     let mut cap = Capture::default();
@@ -382,6 +418,29 @@ mod tests {
 family=AF_INET src=10.1.0.2:7000 dest=10.11.0.1:41793 mark=0x0 data_len=0 \
 snd_nxt=0x3c2f73a3 snd_una=0x3c2f738b snd_cwnd=26 ssthresh=2147483647 snd_wnd=65483 \
 srtt=55102 rcv_wnd=65536 sock_cookie=2 skbaddr=000000009c76c4ab skaddr=000000004483ad95";
+
+    /// An instance left by a run that died is removed by the next; a live run's, and
+    /// anything not the lab's, stays.
+    #[test]
+    fn stale_instances_of_dead_runs_are_removed() {
+        assert_eq!(owner_pid("mpbond-lab-4278-0-single-0-0"), Some(4278));
+        assert_eq!(owner_pid("mpbond-lab-start"), None);
+        assert_eq!(owner_pid("other-4278-0"), None);
+        let dir = std::env::temp_dir().join(format!("mpbond-stale-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        // No process has pid 4 194 304 (the kernel's largest pid is one less).
+        let (dead, live, other) = (
+            dir.join("mpbond-lab-4194304-0-single-0-0"),
+            dir.join(format!("mpbond-lab-{}-0-mpbond-0-0", std::process::id())),
+            dir.join("someone-else"),
+        );
+        for d in [&dead, &live, &other] {
+            fs::create_dir_all(d).unwrap();
+        }
+        remove_stale(&dir);
+        assert!(!dead.exists() && live.exists() && other.exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn parses_an_event_line() {
