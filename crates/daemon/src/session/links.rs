@@ -600,8 +600,10 @@ impl Session {
         }
     }
 
-    /// The bytes a subflow's links have had acknowledged by TCP, summed as [`Self::views`]
-    /// sums them ([`PipeState::unreported`] compares the two).
+    /// The bytes TCP has acknowledged on all of a subflow's links. A report's mark
+    /// ([`Self::on_feedback`]) and the view ([`Self::views`]) both take this sum, not the
+    /// view's `bytes_acked`, which counts only the links the pipe policy picked, so that
+    /// [`PipeState::unreported`] compares like with like.
     fn subflow_acked(&self, id: SubflowId) -> u64 {
         self.subflows.get(&id).map_or(0, |sf| {
             sf.links
