@@ -507,10 +507,17 @@ impl PipeState {
     }
 
     /// [`PipeState::view`] with [`PipeView::unreported`] filled in from the sender-side
-    /// path's acknowledged bytes now.
-    pub fn view_at(&self, hs_acked: u64) -> Option<PipeView> {
+    /// path's TCP now: its acknowledged bytes, and the bytes its receiver (the helper) has
+    /// SACKed. The SACKed bytes sit out of order in the helper's kernel: they are not in B_p
+    /// (the helper cannot read them yet), not in the acknowledged count, and not in B_s where
+    /// B_s leaves SACKed bytes out (the daemons' `TcpInfo::to_deliver`, right for a direct
+    /// path, whose receiver has them), yet they still have to cross the pipe ahead of
+    /// anything new. Without them PAD read a helper in loss recovery on its HS-Path up to a
+    /// window short, and PAMS gave it a window too much (docs/evaluation.md, "What we
+    /// changed", item 44). Pass 0 where B_s counts them already (the simulator's queue).
+    pub fn view_at(&self, hs_acked: u64, hs_sacked: u64) -> Option<PipeView> {
         self.view().map(|mut v| {
-            v.unreported = self.unreported(hs_acked);
+            v.unreported = self.unreported(hs_acked).map(|u| u + hs_sacked);
             v
         })
     }
@@ -986,12 +993,15 @@ mod tests {
         // No reading at the report: unknown, and the view says so.
         p.on_feedback(Time::ZERO, fb(10), None);
         assert_eq!(p.unreported(70_000), None);
-        assert_eq!(p.view_at(70_000).unwrap().unreported, None);
+        assert_eq!(p.view_at(70_000, 0).unwrap().unreported, None);
         // The HS-Path had 40 000 bytes acknowledged when the report came, 70 000 now.
         p.on_feedback(Time::ZERO, fb(20), Some(40_000));
         assert_eq!(p.unreported(70_000), Some(30_000));
-        let v = p.view_at(70_000).unwrap();
+        let v = p.view_at(70_000, 0).unwrap();
         assert_eq!((v.buffered, v.unreported), (50_000, Some(30_000)));
+        // In a loss recovery the helper holds 20 000 bytes out of order: SACKed, neither
+        // acknowledged nor in its report, still to cross the pipe.
+        assert_eq!(p.view_at(70_000, 20_000).unwrap().unreported, Some(50_000));
         assert_eq!(p.view().unwrap().unreported, None);
         // A stale report does not move the mark; a new connection's count starts again
         // below it, which reads 0 until the next report.

@@ -24,9 +24,10 @@ pub struct PipeView {
     pub rtt: f64,
     /// B_p: bytes buffered at the helper for this subflow, user space plus the pipe socket.
     pub buffered: u64,
-    /// Bytes the sender-side path (the HS-Path) delivered to the helper since the report
-    /// that gave B_p: its TCP's bytes acknowledged since that report arrived
-    /// ([`crate::PipeState::unreported`]). `None` when not known. With the sender-side
+    /// Bytes the sender-side path (the HS-Path) delivered to the helper that the report
+    /// that gave B_p did not count: its TCP's bytes acknowledged since that report arrived
+    /// ([`crate::PipeState::unreported`]), plus those the helper holds out of order
+    /// (SACKed; [`crate::PipeState::view_at`]). `None` when not known. With the sender-side
     /// queue and B_p it bounds what can still be ahead of a new byte ([`crate::scheduler::pams::pad_drain`]).
     pub unreported: Option<u64>,
 }

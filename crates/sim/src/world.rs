@@ -1094,7 +1094,9 @@ impl<'a> World<'a> {
             p.bytes_acked = tcp.bytes_acked();
             p.loss_rate = tcp.loss_rate();
             if s > 0 {
-                p.pipe = self.pipe_state[s - 1].view_at(p.bytes_acked);
+                // The simulated queue (`outq`) keeps SACKed bytes until the cumulative
+                // ACK covers them: no SACKed bytes to add.
+                p.pipe = self.pipe_state[s - 1].view_at(p.bytes_acked, 0);
             }
             if self.sc.radio_state {
                 p.wan_idle = self.radios.idle_for(Iface::wan_of_subflow(s), self.now);

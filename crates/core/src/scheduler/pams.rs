@@ -83,7 +83,9 @@ pub fn pad(p: &PathView) -> f64 {
 ///   the segment's tail to the PS-Path's deep queue. What the HS-Path delivered since the
 ///   report ([`PipeView::unreported`]) closes the gap from above: where it is known,
 ///   `ahead = min(outstanding, B_s + B_p + unreported)`, at least `B_s + B_p`
-///   (docs/evaluation.md, "What we changed", item 42).
+///   (docs/evaluation.md, "What we changed", item 42). `unreported` also holds the bytes
+///   the helper has SACKed, which a B_s read as the kernel's bytes still to deliver leaves
+///   out (item 44).
 ///
 /// Under CUBIC's standing queue at a cellular bottleneck the paper's form overstates a
 /// direct subflow by about one RTT (srtt/2 + minRTT/2) and a helper subflow whose pipe is the

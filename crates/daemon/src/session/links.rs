@@ -605,12 +605,19 @@ impl Session {
     /// view's `bytes_acked`, which counts only the links the pipe policy picked, so that
     /// [`PipeState::unreported`] compares like with like.
     fn subflow_acked(&self, id: SubflowId) -> u64 {
-        self.subflows.get(&id).map_or(0, |sf| {
+        self.subflow_delivered(id).0
+    }
+
+    /// The bytes TCP has acknowledged on all of a subflow's links and the bytes their
+    /// receivers have SACKed now ([`PipeState::view_at`]).
+    fn subflow_delivered(&self, id: SubflowId) -> (u64, u64) {
+        self.subflows.get(&id).map_or((0, 0), |sf| {
             sf.links
                 .iter()
                 .filter_map(|l| self.links.get(l))
-                .map(|l| l.meter.tcp.bytes_acked)
-                .sum()
+                .fold((0, 0), |(a, s), l| {
+                    (a + l.meter.tcp.bytes_acked, s + l.meter.tcp.sacked_bytes)
+                })
         })
     }
 
@@ -663,7 +670,8 @@ impl Session {
                 }
             }
             if sf.kind == PathKind::Helper {
-                v.pipe = sf.pipe.view_at(self.subflow_acked(id));
+                let (acked, sacked) = self.subflow_delivered(id);
+                v.pipe = sf.pipe.view_at(acked, sacked);
             }
             v.power = sf.power;
             out.push(v);

@@ -611,7 +611,7 @@ impl Session {
 /// One scheduling decision and the path views it was made from, for offline analysis of
 /// PAMS in the lab (`RUST_LOG=mpbond::sched=trace`): per subflow its id, idle flag, PAD
 /// inputs (queued, outstanding, throughput, RTT) and, for a helper, the pipe's reported
-/// buffer and throughput.
+/// buffer and throughput and what the HS-Path delivered since that report (`u`).
 fn trace_decision(t: &mpbond_core::conn::Transmit, views: &[mpbond_core::PathView]) {
     tracing::trace!(
         target: "mpbond::sched",
@@ -649,7 +649,8 @@ fn format_views(views: &[mpbond_core::PathView]) -> String {
         .iter()
         .map(|v| {
             let pipe = v.pipe.as_ref().map_or(String::new(), |p| {
-                format!(" bp={} thp={:.0}", p.buffered, p.throughput)
+                let u = p.unreported.map_or(String::new(), |u| format!(" u={u}"));
+                format!(" bp={} thp={:.0}{u}", p.buffered, p.throughput)
             });
             let wan = if v.wan_idle.is_finite() {
                 format!(" wan_idle={:.3}", v.wan_idle)
