@@ -611,7 +611,8 @@ impl Session {
 /// One scheduling decision and the path views it was made from, for offline analysis of
 /// PAMS in the lab (`RUST_LOG=mpbond::sched=trace`): per subflow its id, idle flag, PAD
 /// inputs (queued, outstanding, throughput, RTT) and, for a helper, the pipe's reported
-/// buffer and throughput and what the HS-Path delivered since that report (`u`).
+/// buffer and throughput and what the HS-Path delivered that no report counted (`u`:
+/// acknowledged since the report, plus what the helper holds SACKed).
 fn trace_decision(t: &mpbond_core::conn::Transmit, views: &[mpbond_core::PathView]) {
     tracing::trace!(
         target: "mpbond::sched",
