@@ -514,7 +514,8 @@ impl PipeState {
     /// path, whose receiver has them), yet they still have to cross the pipe ahead of
     /// anything new. Without them PAD read a helper in loss recovery on its HS-Path up to a
     /// window short, and PAMS gave it a window too much (docs/evaluation.md, "What we
-    /// changed", item 44). Pass 0 where B_s counts them already (the simulator's queue).
+    /// changed", item 44). Pass 0 where the acknowledged count includes them already (the
+    /// simulator's TCP acknowledges every packet on its own, out of order or not).
     pub fn view_at(&self, hs_acked: u64, hs_sacked: u64) -> Option<PipeView> {
         self.view().map(|mut v| {
             v.unreported = self.unreported(hs_acked).map(|u| u + hs_sacked);

@@ -1094,8 +1094,8 @@ impl<'a> World<'a> {
             p.bytes_acked = tcp.bytes_acked();
             p.loss_rate = tcp.loss_rate();
             if s > 0 {
-                // The simulated queue (`outq`) keeps SACKed bytes until the cumulative
-                // ACK covers them: no SACKed bytes to add.
+                // The simulated TCP acknowledges every packet on its own, so its
+                // `bytes_acked` already counts what a kernel would only SACK: none to add.
                 p.pipe = self.pipe_state[s - 1].view_at(p.bytes_acked, 0);
             }
             if self.sc.radio_state {
