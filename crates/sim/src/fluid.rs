@@ -390,6 +390,13 @@ mod tests {
     use super::*;
     use crate::rate::Source;
 
+    /// Each arrival time within half a millisecond of the one wanted.
+    fn assert_times(got: &[f64], want: &[f64]) {
+        for (t, w) in got.iter().zip(want) {
+            assert!((t - w).abs() < 5e-4, "{got:?} against {want:?}");
+        }
+    }
+
     fn ms(x: u64) -> Duration {
         Duration::from_millis(x)
     }
@@ -688,17 +695,13 @@ mod tests {
             Duration::from_secs(10),
         );
         // Each: 10 ms request, 10 ms delay, 100 ms at 1 MB/s.
-        for (t, want) in got.iter().zip([0.12, 0.24, 0.36]) {
-            assert!((t - want).abs() < 5e-4, "{got:?}");
-        }
+        assert_times(&got, &[0.12, 0.24, 0.36]);
         let back_to_back = arrival_times(
             &[100_000, 200_000, 300_000],
             &paths,
             Duration::from_secs(10),
         );
-        for (t, want) in back_to_back.iter().zip([0.11, 0.21, 0.31]) {
-            assert!((t - want).abs() < 5e-4, "{back_to_back:?}");
-        }
+        assert_times(&back_to_back, &[0.11, 0.21, 0.31]);
         // Each held against its own request: asked for at 0, 1 and 1.05 s (a run slower
         // than the bound), each ends 120 ms after its request, as the first does above.
         let own = arrival_times_from(
@@ -708,9 +711,7 @@ mod tests {
             ms(10),
             Duration::from_secs(10),
         );
-        for (t, want) in own.iter().zip([0.12, 1.12, 1.17]) {
-            assert!((t - want).abs() < 5e-4, "{own:?}");
-        }
+        assert_times(&own, &[0.12, 1.12, 1.17]);
         // A request time that is no time, or past the horizon: no end.
         let none = arrival_times_from(
             &[100_000, 100_000],
