@@ -514,8 +514,9 @@ impl PipeState {
     /// path, whose receiver has them), yet they still have to cross the pipe ahead of
     /// anything new. Without them PAD read a helper in loss recovery on its HS-Path up to a
     /// window short, and PAMS gave it a window too much (docs/evaluation.md, "What we
-    /// changed", item 44). Pass 0 where the acknowledged count includes them already (the
-    /// simulator's TCP acknowledges every packet on its own, out of order or not).
+    /// changed", item 44). `hs_acked` must be the cumulative count (`tcpi_bytes_acked`), as
+    /// given to [`PipeState::on_feedback`]: a count with the SACKed bytes in it would leave
+    /// out those SACKed when the report was written, which were not in its B_p either.
     pub fn view_at(&self, hs_acked: u64, hs_sacked: u64) -> Option<PipeView> {
         self.view().map(|mut v| {
             v.unreported = self.unreported(hs_acked).map(|u| u + hs_sacked);

@@ -155,6 +155,10 @@ pub struct Tcp<F> {
     /// A probe went out for the current tail; armed again once new data is acknowledged.
     probed: bool,
     bytes_acked: u64,
+    /// The cumulative acknowledgement (`snd_una`): every byte below it is acknowledged.
+    snd_una: u64,
+    /// Bytes acknowledged above [`Tcp::snd_una`] (what a kernel holds as SACKed).
+    sacked: RangeSet,
     last_progress: Time,
     rwnd: Option<u64>,
     /// The pacing cap (SO_MAX_PACING_RATE), bytes per second.
@@ -203,6 +207,8 @@ impl<F> Tcp<F> {
             probe_at: None,
             probed: false,
             bytes_acked: 0,
+            snd_una: 0,
+            sacked: RangeSet::new(),
             last_progress: Time::ZERO,
             rwnd: None,
             pacing_cap: None,
@@ -282,9 +288,25 @@ impl<F> Tcp<F> {
         self.min_rtt.is_finite().then_some(self.min_rtt)
     }
 
-    /// Unique payload bytes acknowledged (tcpi_bytes_acked).
+    /// Unique payload bytes acknowledged, in order or not. This is more than the kernel's
+    /// `tcpi_bytes_acked`, which counts only the cumulative ACK: it is
+    /// [`Tcp::cumulative_acked`] plus [`Tcp::sacked`].
     pub fn bytes_acked(&self) -> u64 {
         self.bytes_acked
+    }
+
+    /// Bytes the cumulative ACK covers (`tcpi_bytes_acked`): the receiver has every byte
+    /// below it, in order. A loss holds it until its retransmission arrives, however much
+    /// arrived behind the hole.
+    pub fn cumulative_acked(&self) -> u64 {
+        self.snd_una
+    }
+
+    /// Bytes acknowledged out of order, above the cumulative ACK (`tcpi_sacked` × MSS): the
+    /// receiver holds them but cannot pass them on until the hole below is filled. Like the
+    /// kernel, the sender counts them out of what it still has to deliver.
+    pub fn sacked(&self) -> u64 {
+        self.sacked.len()
     }
 
     /// Fraction of packets retransmitted.
@@ -520,6 +542,13 @@ impl<F> Tcp<F> {
         let len = sent.end - sent.start;
         self.inflight_bytes -= len;
         self.bytes_acked += len;
+        self.sacked.insert(sent.start, sent.end);
+        if let Some((s, e)) = self.sacked.first() {
+            if s <= self.snd_una {
+                self.snd_una = self.snd_una.max(e);
+                self.sacked.remove_below(self.snd_una);
+            }
+        }
         self.rate_delivered += len;
         self.rate_delivered_time = now;
         if self.app_limited_until > 0 && self.rate_delivered > self.app_limited_until {
@@ -1013,5 +1042,65 @@ mod tests {
                 assert_eq!((st.probes, st.timeouts), (0, 1), "{st:?}");
             }
         }
+    }
+
+    /// The second of five segments is lost: the cumulative ACK stops at the first, the three
+    /// behind the hole count as SACKed (the receiver holds them and passes none on), and the
+    /// retransmission moves the cumulative ACK to the end, as `tcpi_bytes_acked` and
+    /// `tcpi_sacked` do. PAD's view of a helper needs both (item 44).
+    #[test]
+    fn bytes_behind_a_hole_are_sacked_until_it_is_filled() {
+        let mut tcp: Tcp<usize> = Tcp::new(
+            TcpConfig::default(),
+            LinkConfig {
+                rate: RateProfile::constant(1e9),
+                delay: Duration::from_millis(10),
+                queue_bytes: 1 << 20,
+                loss: 0.0,
+            },
+            Duration::from_millis(10),
+        );
+        let mut rng = Rng::new(1);
+        for i in 0..5 {
+            tcp.write(1448, i);
+        }
+        let mut next = tcp.try_send(Time::ZERO, &mut rng);
+        let mut sent = Vec::new();
+        while let Some(t) = next {
+            let (p, at, n) = tcp.on_departure(t).expect("a packet departs");
+            sent.push((p, at));
+            next = n;
+        }
+        assert_eq!(sent.len(), 5);
+        let mut got = Vec::new();
+        let mut now = Time::ZERO;
+        for (i, &(p, at)) in sent.iter().enumerate() {
+            if i == 1 {
+                continue; // dropped
+            }
+            let (frames, ack_at) = tcp.on_arrival(at, p);
+            got.extend(frames);
+            tcp.on_ack(ack_at, p.id);
+            now = ack_at;
+        }
+        assert_eq!(got, vec![0], "nothing passes the hole");
+        assert_eq!(tcp.bytes_acked(), 4 * 1448);
+        assert_eq!(tcp.cumulative_acked(), 1448);
+        assert_eq!(tcp.sacked(), 3 * 1448);
+        assert_eq!(tcp.unacked(), 1448, "only the hole is left to deliver");
+        let mut next = tcp.try_send(now, &mut rng);
+        let mut resent = 0;
+        while let Some(t) = next {
+            let (p, at, n) = tcp.on_departure(t).expect("a packet departs");
+            let (frames, ack_at) = tcp.on_arrival(at, p);
+            got.extend(frames);
+            tcp.on_ack(ack_at, p.id);
+            resent += 1;
+            next = n;
+        }
+        assert_eq!(resent, 1);
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert_eq!(tcp.cumulative_acked(), 5 * 1448);
+        assert_eq!((tcp.sacked(), tcp.bytes_acked()), (0, 5 * 1448));
     }
 }

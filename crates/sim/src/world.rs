@@ -609,7 +609,7 @@ impl<'a> World<'a> {
             }
             Ev::Feedback(k, fb) => {
                 if self.sub[k + 1].alive {
-                    let acked = self.flows[flow_of_subflow(k + 1)].bytes_acked();
+                    let acked = self.flows[flow_of_subflow(k + 1)].cumulative_acked();
                     self.pipe_state[k].on_feedback(self.now, fb, Some(acked));
                     self.proxy_pump();
                 }
@@ -662,8 +662,8 @@ impl<'a> World<'a> {
             RateSource::DeliveryRate => tcp.delivery_rate(),
             RateSource::CwndRtt => None,
         };
-        // Every packet is acknowledged on its own (like SACK), so the bytes acknowledged are
-        // the bytes the peer has.
+        // In order or SACKed, the bytes acknowledged are the bytes the peer has (the daemons
+        // read `tcpi_bytes_acked` plus the SACKed bytes here too).
         let (drain, last) = &mut self.drains[f];
         if last.is_none_or(|t| self.now.saturating_since(t) >= DRAIN_READ_EVERY) {
             let min_rtt = tcp.min_rtt().unwrap_or(0.0);
@@ -1091,12 +1091,12 @@ impl<'a> World<'a> {
             p.cwnd = tcp.cwnd();
             p.inflight = tcp.inflight();
             p.queued = tcp.outq();
-            p.bytes_acked = tcp.bytes_acked();
+            // The kernel's split: `tcpi_bytes_acked` is the cumulative ACK only, and the
+            // bytes SACKed above it are a count of their own.
+            p.bytes_acked = tcp.cumulative_acked();
             p.loss_rate = tcp.loss_rate();
             if s > 0 {
-                // The simulated TCP acknowledges every packet on its own, so its
-                // `bytes_acked` already counts what a kernel would only SACK: none to add.
-                p.pipe = self.pipe_state[s - 1].view_at(p.bytes_acked, 0);
+                p.pipe = self.pipe_state[s - 1].view_at(p.bytes_acked, tcp.sacked());
             }
             if self.sc.radio_state {
                 p.wan_idle = self.radios.idle_for(Iface::wan_of_subflow(s), self.now);
