@@ -217,7 +217,7 @@ impl Outcome {
     /// "0.91" or "0.88–0.95".
     pub fn ours_text(&self) -> String {
         match self.ours {
-            Some((a, b)) if (a - b).abs() < 0.005 => fmt(a),
+            Some((a, b)) if a == b || (a - b).abs() < 0.005 => fmt(a),
             Some((a, b)) => format!("{}–{}", fmt(a), fmt(b)),
             None => "-".into(),
         }
@@ -233,7 +233,10 @@ impl Outcome {
 }
 
 fn fmt(x: f64) -> String {
-    if x.abs() >= 100.0 {
+    if x.is_infinite() {
+        // Only a ratio against a baseline at 0 is infinite (the values are not negative).
+        "∞".into()
+    } else if x.abs() >= 100.0 {
         format!("{x:.0}")
     } else {
         format!("{x:.2}")
@@ -367,8 +370,11 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
         cases.push((label, v));
     }
     let ours = (!cases.is_empty()).then(|| {
-        let lo = cases.iter().map(|c| c.1).fold(f64::MAX, f64::min);
-        let hi = cases.iter().map(|c| c.1).fold(f64::MIN, f64::max);
+        // From the infinities, so that an infinite ratio (a baseline at 0) stays one: from
+        // f64::MAX, 10b's 5th percentile at the interfaces against a kibbutz at 0 read
+        // "1.8e308–inf" in 7d9470c's suite.
+        let lo = cases.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+        let hi = cases.iter().map(|c| c.1).fold(f64::NEG_INFINITY, f64::max);
         (lo, hi)
     });
     let verdict = match ours {
@@ -538,7 +544,10 @@ pub(crate) mod tests {
             &claim("mean_mbps", Some("kibbutz"), PaperValue::One(1.9)),
             &stalled,
         );
-        assert_eq!(o.unwrap().verdict, Verdict::Beats);
+        let o = o.unwrap();
+        assert_eq!(o.verdict, Verdict::Beats);
+        assert_eq!(o.ours, Some((f64::INFINITY, f64::INFINITY)));
+        assert_eq!(o.ours_text(), "∞");
         let o = evaluate(
             &claim("time", Some("kibbutz"), PaperValue::One(0.9)),
             &stalled,
