@@ -964,35 +964,42 @@ mod tests {
     /// The last two of five segments are lost: two smoothed RTTs later the probe resends
     /// the last one, its ACK shows the fourth lost, and everything arrives well before the
     /// 200 ms retransmission timeout would have fired. Without the probe, the timeout.
+    /// A connection over a fast 10 ms link that has sent five 1448-byte frames at time 0:
+    /// the connection, its random source, and each packet with its arrival time.
+    fn five_sent(cfg: TcpConfig) -> (Tcp<usize>, Rng, Vec<(Packet, Time)>) {
+        let mut tcp: Tcp<usize> = Tcp::new(
+            cfg,
+            LinkConfig {
+                rate: RateProfile::constant(1e9),
+                delay: Duration::from_millis(10),
+                queue_bytes: 1 << 20,
+                loss: 0.0,
+            },
+            Duration::from_millis(10),
+        );
+        let mut rng = Rng::new(1);
+        for i in 0..5 {
+            tcp.write(1448, i);
+        }
+        let mut next = tcp.try_send(Time::ZERO, &mut rng);
+        let mut sent = Vec::new();
+        while let Some(t) = next {
+            let (p, at, n) = tcp.on_departure(t).expect("a packet departs");
+            sent.push((p, at));
+            next = n;
+        }
+        assert_eq!(sent.len(), 5);
+        (tcp, rng, sent)
+    }
+
     #[test]
     fn a_lost_tail_is_found_by_the_probe_not_the_timeout() {
         for tlp in [true, false] {
-            let mut tcp: Tcp<usize> = Tcp::new(
-                TcpConfig {
-                    tail_loss_probe: tlp,
-                    ..TcpConfig::default()
-                },
-                LinkConfig {
-                    rate: RateProfile::constant(1e9),
-                    delay: Duration::from_millis(10),
-                    queue_bytes: 1 << 20,
-                    loss: 0.0,
-                },
-                Duration::from_millis(10),
-            );
-            let mut rng = Rng::new(1);
-            for i in 0..5 {
-                tcp.write(1448, i);
-            }
+            let (mut tcp, mut rng, sent) = five_sent(TcpConfig {
+                tail_loss_probe: tlp,
+                ..TcpConfig::default()
+            });
             let ms = |m: f64| Time::ZERO + Duration::from_secs_f64(m / 1e3);
-            let mut next = tcp.try_send(ms(0.0), &mut rng);
-            let mut sent = Vec::new();
-            while let Some(t) = next {
-                let (p, at, n) = tcp.on_departure(t).expect("a packet departs");
-                sent.push((p, at));
-                next = n;
-            }
-            assert_eq!(sent.len(), 5);
             // Three arrive and are acknowledged; the last two are dropped.
             let mut got = Vec::new();
             let mut now = ms(0.0);
@@ -1050,28 +1057,7 @@ mod tests {
     /// `tcpi_sacked` do. PAD's view of a helper needs both (item 44).
     #[test]
     fn bytes_behind_a_hole_are_sacked_until_it_is_filled() {
-        let mut tcp: Tcp<usize> = Tcp::new(
-            TcpConfig::default(),
-            LinkConfig {
-                rate: RateProfile::constant(1e9),
-                delay: Duration::from_millis(10),
-                queue_bytes: 1 << 20,
-                loss: 0.0,
-            },
-            Duration::from_millis(10),
-        );
-        let mut rng = Rng::new(1);
-        for i in 0..5 {
-            tcp.write(1448, i);
-        }
-        let mut next = tcp.try_send(Time::ZERO, &mut rng);
-        let mut sent = Vec::new();
-        while let Some(t) = next {
-            let (p, at, n) = tcp.on_departure(t).expect("a packet departs");
-            sent.push((p, at));
-            next = n;
-        }
-        assert_eq!(sent.len(), 5);
+        let (mut tcp, mut rng, sent) = five_sent(TcpConfig::default());
         let mut got = Vec::new();
         let mut now = Time::ZERO;
         for (i, &(p, at)) in sent.iter().enumerate() {
