@@ -163,3 +163,34 @@ impl PathView {
         }
     }
 }
+
+/// Per subflow: id (`*` when idle), queued, outstanding, throughput, RTT, for a helper the
+/// pipe's reported buffer and throughput, and where known how long its cellular link has
+/// been quiet. One line for a trace of a scheduling decision (`RUST_LOG=mpbond::sched=trace`),
+/// the same in the daemons and in the simulator, so their logs read alike.
+pub fn format_views(views: &[PathView]) -> String {
+    let paths: Vec<String> = views
+        .iter()
+        .map(|v| {
+            let pipe = v.pipe.as_ref().map_or(String::new(), |p| {
+                let u = p.unreported.map_or(String::new(), |u| format!(" u={u}"));
+                format!(" bp={} thp={:.0}{u}", p.buffered, p.throughput)
+            });
+            let wan = if v.wan_idle.is_finite() {
+                format!(" wan_idle={:.3}", v.wan_idle)
+            } else {
+                String::new()
+            };
+            format!(
+                "{}{} q={} out={} th={:.0} rtt={:.4}{pipe}{wan}",
+                v.id,
+                if v.idle { "*" } else { "" },
+                v.queued,
+                v.outstanding,
+                v.throughput,
+                v.rtt
+            )
+        })
+        .collect();
+    paths.join(" | ")
+}

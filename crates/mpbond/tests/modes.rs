@@ -554,6 +554,64 @@ fn sim_refuses_a_queue_guard_it_cannot_run() {
     }
 }
 
+/// `RUST_LOG=mpbond::sched=trace` makes the simulator log every scheduling decision with
+/// its simulated time, as the daemons log theirs: the decisions' ranges cover the whole
+/// download, in time order, each with the path views it was made from. Without it the
+/// simulator logs nothing.
+#[test]
+fn sim_traces_every_scheduling_decision_when_asked() {
+    let run = |log: Option<&str>| {
+        let mut c = mpbond();
+        c.args([
+            "sim", "--ps", "8", "--hs", "10", "--pipe", "5", "--size", "1MB",
+        ]);
+        match log {
+            Some(l) => c.env("RUST_LOG", l),
+            None => c.env_remove("RUST_LOG"),
+        };
+        let out = c.output().expect("run mpbond sim");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let field = |line: &str, name: &str| -> Option<String> {
+        let at = line.find(&format!(" {name}="))? + name.len() + 2;
+        Some(line[at..].split_whitespace().next()?.to_string())
+    };
+    let log = run(Some("mpbond::sched=trace"));
+    let mut covered: Vec<(u64, u64)> = Vec::new();
+    let mut last_t = 0.0;
+    for line in log.lines().filter(|l| l.contains(" sent ")) {
+        let t: f64 = field(line, "t")
+            .and_then(|v| v.parse().ok())
+            .expect("a time");
+        assert!(t >= last_t, "decisions out of time order: {line}");
+        last_t = t;
+        let dsn: u64 = field(line, "dsn")
+            .and_then(|v| v.parse().ok())
+            .expect("a dsn");
+        let len: u64 = field(line, "len")
+            .and_then(|v| v.parse().ok())
+            .expect("a length");
+        assert!(
+            line.contains("paths=") && line.contains("q="),
+            "no path views: {line}"
+        );
+        covered.push((dsn, dsn + len));
+    }
+    covered.sort_unstable();
+    let mut end = 0;
+    for (s, e) in covered {
+        assert!(s <= end, "bytes {end}..{s} were never scheduled");
+        end = end.max(e);
+    }
+    assert_eq!(end, 1_000_000, "the decisions cover the download");
+    assert!(!run(None).contains(" sent "), "the trace is off by default");
+}
+
 /// `mpbond sim ARGS --json`, which must succeed: its result.
 fn sim_json(args: &[&str]) -> serde_json::Value {
     let out = mpbond()

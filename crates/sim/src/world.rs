@@ -1123,6 +1123,17 @@ impl<'a> World<'a> {
             let t = match self.sender.poll_transmit(self.now, &mut views) {
                 None => break,
                 Some(Output::Cancel(c)) => {
+                    if tracing::enabled!(target: "mpbond::sched", tracing::Level::TRACE) {
+                        tracing::trace!(
+                            target: "mpbond::sched",
+                            t = self.now.as_secs_f64(),
+                            to = %c.subflow,
+                            start = c.start,
+                            end = c.end,
+                            paths = %mpbond_core::path::format_views(&views),
+                            "recalled"
+                        );
+                    }
                     let s = c.subflow.0 as usize;
                     if s > 0 && self.sub[s].alive {
                         let f = flow_hs(s - 1);
@@ -1137,6 +1148,20 @@ impl<'a> World<'a> {
                 }
                 Some(Output::Data(t)) => t,
             };
+            // The daemons' decision trace (`RUST_LOG=mpbond::sched=trace`), with the
+            // simulated time: the same line for the same decision in either.
+            if tracing::enabled!(target: "mpbond::sched", tracing::Level::TRACE) {
+                tracing::trace!(
+                    target: "mpbond::sched",
+                    t = self.now.as_secs_f64(),
+                    to = %t.subflow,
+                    dsn = t.dsn,
+                    len = t.payload.len(),
+                    reinjected = t.reinjected,
+                    paths = %mpbond_core::path::format_views(&views),
+                    "sent"
+                );
+            }
             let s = t.subflow.0 as usize;
             let f = flow_of_subflow(s);
             self.sub[s].scheduled += t.payload.len() as u64;

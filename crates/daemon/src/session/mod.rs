@@ -478,7 +478,7 @@ impl Session {
                             idle = v.wan_idle,
                             start = c.start,
                             end = c.end,
-                            paths = %format_views(&views),
+                            paths = %mpbond_core::path::format_views(&views),
                             "quiet helper woken by a recall"
                         );
                     }
@@ -500,7 +500,7 @@ impl Session {
                             len = t.payload.len(),
                             fin = t.fin.is_some(),
                             reinjected = t.reinjected,
-                            paths = %format_views(&views),
+                            paths = %mpbond_core::path::format_views(&views),
                             "quiet helper woken"
                         );
                     }
@@ -620,7 +620,7 @@ fn trace_decision(t: &mpbond_core::conn::Transmit, views: &[mpbond_core::PathVie
         dsn = t.dsn,
         len = t.payload.len(),
         reinjected = t.reinjected,
-        paths = %format_views(views),
+        paths = %mpbond_core::path::format_views(views),
         "sent"
     );
 }
@@ -640,34 +640,4 @@ fn quiet_helper(
     views
         .iter()
         .find(|v| v.id == subflow && v.hs_path_drained() && !v.radio_awake())
-}
-
-/// Per subflow: id (`*` when idle), queued, outstanding, throughput, RTT, for a helper the
-/// pipe's reported buffer and throughput, and where known how long its cellular link has
-/// been quiet.
-fn format_views(views: &[mpbond_core::PathView]) -> String {
-    let paths: Vec<String> = views
-        .iter()
-        .map(|v| {
-            let pipe = v.pipe.as_ref().map_or(String::new(), |p| {
-                let u = p.unreported.map_or(String::new(), |u| format!(" u={u}"));
-                format!(" bp={} thp={:.0}{u}", p.buffered, p.throughput)
-            });
-            let wan = if v.wan_idle.is_finite() {
-                format!(" wan_idle={:.3}", v.wan_idle)
-            } else {
-                String::new()
-            };
-            format!(
-                "{}{} q={} out={} th={:.0} rtt={:.4}{pipe}{wan}",
-                v.id,
-                if v.idle { "*" } else { "" },
-                v.queued,
-                v.outstanding,
-                v.throughput,
-                v.rtt
-            )
-        })
-        .collect();
-    paths.join(" | ")
 }

@@ -116,7 +116,8 @@ pub struct StatusArgs {
     json: bool,
 }
 
-fn init_logging(filter: &str) {
+/// Logs to stderr at `RUST_LOG`, else at `filter`.
+pub(crate) fn init_logging(filter: &str) {
     let f = std::env::var("RUST_LOG").unwrap_or_else(|_| filter.to_string());
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()

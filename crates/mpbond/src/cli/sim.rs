@@ -456,6 +456,9 @@ impl SimArgs {
 
 /// Runs `mpbond sim`.
 pub fn run(args: SimArgs) -> Result<()> {
+    // Quiet unless asked: `RUST_LOG=mpbond::sched=trace` logs every scheduling decision
+    // with the simulated time, as the daemons log theirs.
+    super::daemon::init_logging("off");
     let scenarios = args.scenarios()?;
     let mut results: Vec<(usize, SimResult, f64)> = Vec::new();
     for sc in &scenarios {
