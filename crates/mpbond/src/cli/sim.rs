@@ -24,6 +24,9 @@ shorter than the number of helpers repeats its last value.
 Several values for --devices, --size or --scheduler run every combination and print a
 comparison table with each run's ratio to the fluid lower bound.
 
+RUST_LOG=mpbond::sched=trace logs every scheduling decision to stderr (the simulated time,
+the subflow, the range and the path views it was made from), as the daemons log theirs.
+
 Examples:
   mpbond sim --ps 8 --hs 10 --pipe 5 --size 10MB --scheduler pams
   mpbond sim --ps 8 --hs 10,6 --pipe 5,3 --size 10MB --json
