@@ -154,7 +154,6 @@ pub struct Tcp<F> {
     probe_at: Option<Time>,
     /// A probe went out for the current tail; armed again once new data is acknowledged.
     probed: bool,
-    bytes_acked: u64,
     /// The cumulative acknowledgement (`snd_una`): every byte below it is acknowledged.
     snd_una: u64,
     /// Bytes acknowledged above [`Tcp::snd_una`] (what a kernel holds as SACKed).
@@ -206,7 +205,6 @@ impl<F> Tcp<F> {
             rto_at: None,
             probe_at: None,
             probed: false,
-            bytes_acked: 0,
             snd_una: 0,
             sacked: RangeSet::new(),
             last_progress: Time::ZERO,
@@ -292,7 +290,7 @@ impl<F> Tcp<F> {
     /// `tcpi_bytes_acked`, which counts only the cumulative ACK: it is
     /// [`Tcp::cumulative_acked`] plus [`Tcp::sacked`].
     pub fn bytes_acked(&self) -> u64 {
-        self.bytes_acked
+        self.snd_una + self.sacked.len()
     }
 
     /// Bytes the cumulative ACK covers (`tcpi_bytes_acked`): the receiver has every byte
@@ -541,7 +539,6 @@ impl<F> Tcp<F> {
         };
         let len = sent.end - sent.start;
         self.inflight_bytes -= len;
-        self.bytes_acked += len;
         self.sacked.insert(sent.start, sent.end);
         if let Some((s, e)) = self.sacked.first() {
             if s <= self.snd_una {
@@ -961,9 +958,6 @@ mod tests {
         assert_eq!(got.len(), 2000);
     }
 
-    /// The last two of five segments are lost: two smoothed RTTs later the probe resends
-    /// the last one, its ACK shows the fourth lost, and everything arrives well before the
-    /// 200 ms retransmission timeout would have fired. Without the probe, the timeout.
     /// A connection over a fast 10 ms link that has sent five 1448-byte frames at time 0:
     /// the connection, its random source, and each packet with its arrival time.
     fn five_sent(cfg: TcpConfig) -> (Tcp<usize>, Rng, Vec<(Packet, Time)>) {
@@ -992,6 +986,9 @@ mod tests {
         (tcp, rng, sent)
     }
 
+    /// The last two of five segments are lost: two smoothed RTTs later the probe resends
+    /// the last one, its ACK shows the fourth lost, and everything arrives well before the
+    /// 200 ms retransmission timeout would have fired. Without the probe, the timeout.
     #[test]
     fn a_lost_tail_is_found_by_the_probe_not_the_timeout() {
         for tlp in [true, false] {
