@@ -622,6 +622,12 @@ impl<'a> World<'a> {
             Ev::StallCheck => self.stall_check(),
             Ev::SubflowDown(s) => {
                 if self.sub[s].alive {
+                    tracing::trace!(
+                        target: "mpbond::sched",
+                        t = self.now.as_secs_f64(),
+                        subflow = %SubflowId(s as u8),
+                        "dead"
+                    );
                     self.sub[s].alive = false;
                     self.sub[s].died_at.get_or_insert(self.now);
                     self.sender.remove_subflow(SubflowId(s as u8));
@@ -1034,6 +1040,12 @@ impl<'a> World<'a> {
             self.pipe_state[k] = pipe;
             self.at(now + sc.feedback_interval, Ev::FeedbackTimer(k));
         }
+        tracing::trace!(
+            target: "mpbond::sched",
+            t = now.as_secs_f64(),
+            subflow = %SubflowId(s as u8),
+            "rejoined"
+        );
         self.sub[s].alive = true;
         self.sub[s].rejoins += 1;
         let kind = if s == 0 {

@@ -23,6 +23,9 @@ struct InFlight {
     due: Time,
     /// Sent before, on another subflow or this one (a reinjection or a rescue).
     again: bool,
+    /// Where it ends in its subflow's byte stream: the sender's count of bytes written to
+    /// that subflow once this segment was (see [`SendStream::last_write_on`]).
+    wire_end: u64,
 }
 
 /// The stream's head of line: the in-flight segment holding the byte at the cumulative ACK.
@@ -89,6 +92,9 @@ pub struct SendStream {
     /// Recalled ranges waiting in `retx`, with the subflow they were recalled from: they must
     /// go to another subflow (MPBond §4.3.4 reinjects "into another subflow").
     recalled: Vec<(u64, u64, SubflowId)>,
+    /// Copies (`again`) acknowledged since [`SendStream::take_acked_copies`] last ran, with
+    /// where the last of each subflow's ends in its byte stream.
+    acked_copies: Vec<(SubflowId, u64)>,
 }
 
 /// A segment ready to be scheduled.
@@ -122,6 +128,7 @@ impl SendStream {
             chunk_ends: VecDeque::new(),
             source_idle: false,
             recalled: Vec::new(),
+            acked_copies: Vec::new(),
         }
     }
 
@@ -305,7 +312,8 @@ impl SendStream {
 
     /// Commits a segment returned by [`SendStream::peek_segment`] to `subflow` and returns its
     /// bytes, plus the final size if this segment carries the stream's last byte. `due` is
-    /// when the receiver should have it (`now` plus the subflow's PAD).
+    /// when the receiver should have it (`now` plus the subflow's PAD); `wire_end` is where
+    /// its frame ends in the subflow's byte stream.
     pub fn commit(
         &mut self,
         start: u64,
@@ -313,6 +321,7 @@ impl SendStream {
         subflow: SubflowId,
         now: Time,
         due: Time,
+        wire_end: u64,
     ) -> (Bytes, Option<u64>) {
         let again = self.retx.remove(start, end) > 0;
         if again {
@@ -329,6 +338,7 @@ impl SendStream {
                 sent: now,
                 due: due.max(now),
                 again,
+                wire_end,
             },
         );
         let payload = self.buf.slice(start, end).unwrap_or_default();
@@ -449,7 +459,22 @@ impl SendStream {
                 self.inflight.insert(cut_end, f);
             }
             add(freed, f.subflow, cut_end - cut_start);
+            if f.again {
+                match self.acked_copies.iter_mut().find(|(s, _)| *s == f.subflow) {
+                    Some((_, w)) => *w = (*w).max(f.wire_end),
+                    None => self.acked_copies.push((f.subflow, f.wire_end)),
+                }
+            }
         }
+    }
+
+    /// The copies (bytes sent before, on another subflow or this one) acknowledged since
+    /// the last call: per subflow, where the last of them ends in its byte stream (the
+    /// `wire_end` of [`SendStream::commit`]). The receiver may have had them through the
+    /// other copy while this one still waits in its subflow's queue, in front of what was
+    /// sent there after it.
+    pub fn take_acked_copies(&mut self) -> Vec<(SubflowId, u64)> {
+        std::mem::take(&mut self.acked_copies)
     }
 
     /// Bytes in flight on `subflow`.
@@ -508,6 +533,8 @@ impl SendStream {
                     s,
                     InFlight {
                         end: take_from,
+                        // The part left was written before the part recalled.
+                        wire_end: f.wire_end.saturating_sub(e - take_from),
                         ..f
                     },
                 );
@@ -650,7 +677,7 @@ mod tests {
 
     fn send(s: &mut SendStream, max: u64, sf: SubflowId) -> (u64, u64, bool) {
         let g = s.peek_segment(max).unwrap();
-        s.commit(g.start, g.end, sf, Time::ZERO, Time::ZERO);
+        s.commit(g.start, g.end, sf, Time::ZERO, Time::ZERO, g.end);
         (g.start, g.end, g.reinjection)
     }
 
@@ -768,7 +795,7 @@ mod tests {
         s.finish();
         assert_eq!(s.writable(), 0);
         let g = s.peek_segment(10).unwrap();
-        let (payload, fin) = s.commit(g.start, g.end, B, Time::ZERO, Time::ZERO);
+        let (payload, fin) = s.commit(g.start, g.end, B, Time::ZERO, Time::ZERO, g.end);
         assert_eq!((&payload[..], fin), (&b"xyz"[..], Some(3)));
         assert_eq!(s.fin_state(), FinState::Sent(B));
         s.take_subflow(B);
@@ -776,7 +803,7 @@ mod tests {
         let g = s.peek_segment(10).unwrap();
         assert!(g.reinjection && g.avoid.is_none());
         assert_eq!(
-            s.commit(g.start, g.end, A, Time::ZERO, Time::ZERO).1,
+            s.commit(g.start, g.end, A, Time::ZERO, Time::ZERO, g.end).1,
             Some(3)
         );
         s.on_ack(&ack(3, 100, &[])).unwrap();
@@ -824,7 +851,7 @@ mod tests {
         for (i, sf) in [A, B, A, B, A].into_iter().enumerate() {
             let g = s.peek_segment(100).unwrap();
             let t = Time::from_secs_f64(i as f64 / 2.0);
-            s.commit(g.start, g.end, sf, t, t);
+            s.commit(g.start, g.end, sf, t, t, g.end);
         }
         let head = s.head().unwrap();
         assert_eq!(
@@ -843,7 +870,7 @@ mod tests {
         // They go out again first, on B; a copy is never taken again.
         let g = s.peek_segment(1000).unwrap();
         assert_eq!((g.start, g.end, g.avoid), (0, 100, Some(A)));
-        s.commit(g.start, g.end, B, Time::ZERO, Time::ZERO);
+        s.commit(g.start, g.end, B, Time::ZERO, Time::ZERO, g.end);
         assert!(s.head().unwrap().again);
         assert!(s.take_share_from_head(B, 1000, |_, _| true).is_empty());
         // The limit cuts a range.

@@ -41,7 +41,10 @@ pub struct SenderConfig {
     /// anything that matters, and helper feedback is up to one HS-Path delay old; without the
     /// clamp, PAD would count both and reinjection would fire again at once. An mpbond
     /// refinement of MPBond §4.3.2. Copies a late-head rescue left behind stay counted
-    /// until the path's TCP acknowledges them ([`Sender::late_rescue`]).
+    /// until the path's TCP acknowledges them ([`Sender::late_rescue`]), and so do copies
+    /// the receiver had through another path before this one's TCP acknowledged them
+    /// ([`Sender::on_ack`]): both still hold the path's queue in front of what was sent
+    /// there after them.
     pub clamp_helper_buffer: bool,
     /// Send a window-blocked stream's head of line again on an idle subflow
     /// ([`Sender::window_rescue`]). An mpbond addition.
@@ -171,9 +174,16 @@ struct SubflowAcct {
     acked: (u64, Time),
     /// What the path's TCP held when last seen (`PathView::queued` before the clamp).
     kernel_queued: u64,
-    /// Until the path's `bytes_acked` reaches this, bytes taken back by a late-head rescue
-    /// still sit in its queue in front of anything new: the clamp of B_s keeps counting them
-    /// (see [`Sender::late_rescue`]).
+    /// Bytes of data frames handed out on this subflow since it joined: where each segment
+    /// ends in its byte stream (the `wire_end` of `SendStream::commit`).
+    written: u64,
+    /// `written` when `kernel_queued` was read: the byte at `acked.0 + kernel_queued` of the
+    /// path's TCP stream is the one at `written_seen` of ours.
+    written_seen: u64,
+    /// Until the path's `bytes_acked` reaches this, bytes taken back by a late-head rescue,
+    /// or copies acknowledged through another path, still sit in its queue in front of
+    /// anything new: the clamp of B_s keeps counting them (see [`Sender::late_rescue`] and
+    /// [`Sender::on_ack`]).
     ghost_end: u64,
 }
 
@@ -407,9 +417,24 @@ impl Sender {
             source,
         })?;
         let now_sendable = s.has_sendable_data();
+        let copies = s.take_acked_copies();
         for (sf, n) in freed {
             if let Some(a) = self.subflows.get_mut(&sf) {
                 a.outstanding = a.outstanding.saturating_sub(n);
+            }
+        }
+        // A copy the receiver had through another path (a dead subflow's data it had
+        // received before the subflow was declared dead, a recalled range whose original
+        // arrived first) still waits in its own subflow's TCP, in front of what was sent
+        // there after it: the clamp of B_s keeps counting the path's queue up to it, as it
+        // does for the copies a late-head rescue leaves behind (`ghost_end`). Its place in
+        // the TCP stream is found from where the path's queue ended when last seen (our
+        // count of bytes written to it may differ from the TCP's by control frames, but not
+        // over that short a stretch).
+        for (sf, wire_end) in copies {
+            if let Some(a) = self.subflows.get_mut(&sf) {
+                let end = (a.acked.0 + a.kernel_queued + wire_end).saturating_sub(a.written_seen);
+                a.ghost_end = a.ghost_end.max(end);
             }
         }
         if now_sendable && !was_sendable {
@@ -444,6 +469,7 @@ impl Sender {
             let acct = self.subflows.entry(v.id).or_default();
             acct.kind.get_or_insert(v.kind);
             acct.kernel_queued = v.queued;
+            acct.written_seen = acct.written;
             v.outstanding = acct.outstanding;
             if self.cfg.clamp_helper_buffer {
                 let segments = v.outstanding.div_ceil(self.cfg.max_segment as u64);
@@ -591,13 +617,15 @@ impl Sender {
             v.outstanding += len;
             v.queued += len + DATA_OVERHEAD as u64;
             let due = now + secs(crate::scheduler::pams::pad_drain(v), 60.0);
-            let (payload, fin) = stream.commit(start, end, subflow, now, due);
+            let acct = self.subflows.entry(subflow).or_default();
+            acct.written += len + DATA_OVERHEAD as u64;
+            let (payload, fin) = stream.commit(start, end, subflow, now, due, acct.written);
             if reinjected {
                 self.stats.reinjected_bytes += len;
             } else {
                 self.stats.new_bytes += len;
             }
-            self.subflows.entry(subflow).or_default().outstanding += len;
+            acct.outstanding += len;
             self.active.rotate_left(1);
             return Some(Transmit {
                 subflow,
