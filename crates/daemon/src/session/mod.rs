@@ -466,6 +466,9 @@ impl Session {
             };
             match out {
                 Output::Cancel(c) => {
+                    if tracing::enabled!(target: "mpbond::sched", tracing::Level::TRACE) {
+                        trace_recall(&c, &views);
+                    }
                     let f = Frame::DataCancel {
                         stream: c.stream,
                         start: c.start,
@@ -622,6 +625,19 @@ fn trace_decision(t: &mpbond_core::conn::Transmit, views: &[mpbond_core::PathVie
         reinjected = t.reinjected,
         paths = %mpbond_core::path::format_views(views),
         "sent"
+    );
+}
+
+/// The decision trace's line for a range PAMS took back from a helper (its `DATA_CANCEL`),
+/// as the simulator logs it: `recalled`, the subflow it was on, the range, the path views.
+fn trace_recall(c: &mpbond_core::conn::Cancel, views: &[mpbond_core::PathView]) {
+    tracing::trace!(
+        target: "mpbond::sched",
+        to = %c.subflow,
+        start = c.start,
+        end = c.end,
+        paths = %mpbond_core::path::format_views(views),
+        "recalled"
     );
 }
 
