@@ -270,6 +270,17 @@ impl PathEstimator {
             Some(d) if d.is_finite() && self.floor_until.is_some_and(|u| s.now <= u) => r.max(d),
             _ => r,
         };
+        // An application-limited sample may be stale: the kernel keeps one only if it is no
+        // lower than the sample it holds (`tcp_rate_gen`), so a path that slowed while its
+        // sender kept little unsent (TCP_NOTSENT_LOWAT) reports its old, higher rate for as
+        // long as that lasts. While a queue stands at the bottleneck the rate its ACKs drain
+        // it at is the path's; below the kernel's sample it replaces it, and lowers the
+        // estimate (see [`TcpSample::drain_rate`]).
+        if s.app_limited {
+            if let Some(d) = s.drain_rate.filter(|d| d.is_finite() && *d > 0.0 && *d < r) {
+                return Some(d);
+            }
+        }
         let (r, understated) = if s.app_limited && !bottleneck {
             // An application-limited sample only bounds the path from below. Until the path
             // has been seen busy, what its window sends in the next round trip is the better
@@ -675,6 +686,65 @@ mod tests {
         s.now = Time::from_millis(200);
         e.on_sample(s);
         assert!(e.throughput() > 500_000.0);
+    }
+
+    /// The kernel keeps an application-limited rate sample only if it is no lower than the
+    /// one it holds, so a path that slowed while its sender kept little unsent reports its
+    /// old rate on every reading (11d's Verizon HS-Path: 2.005 MB/s for 1.2 s while its ACKs
+    /// came at 0.95 MB/s over a queue of 0.4-0.9 s, the estimate creeping up to the stale
+    /// value). Over a standing queue the drain rate replaces such a sample when lower; it
+    /// never raises one, and a sample that is not application-limited stays as it is.
+    #[test]
+    fn a_stale_application_limited_sample_gives_way_to_the_drain_rate() {
+        let stale = |ms: u64, drain: Option<f64>| TcpSample {
+            app_limited: true,
+            drain_rate: drain,
+            srtt: 0.6,
+            ..rate(ms, 2_000_000.0, 0)
+        };
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        e.on_sample(rate(0, 2_000_000.0, 0));
+        let mut held = e.clone();
+        for ms in (5..1000).step_by(5) {
+            e.on_sample(stale(ms, Some(950_000.0)));
+            held.on_sample(stale(ms, None));
+        }
+        assert!(
+            (e.throughput() - 950_000.0).abs() < 10_000.0,
+            "{}",
+            e.throughput()
+        );
+        assert!(
+            held.throughput() >= 2_000_000.0 - 1.0,
+            "{}",
+            held.throughput()
+        );
+        // A drain rate above the sample does not raise it, and a busy sample is kept.
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        e.on_sample(rate(0, 1_000_000.0, 0));
+        for ms in (5..1000).step_by(5) {
+            e.on_sample(TcpSample {
+                app_limited: true,
+                drain_rate: Some(3_000_000.0),
+                ..rate(ms, 1_000_000.0, 0)
+            });
+        }
+        assert!(
+            (e.throughput() - 1_000_000.0).abs() < 1.0,
+            "{}",
+            e.throughput()
+        );
+        for ms in (1000..2000).step_by(5) {
+            e.on_sample(TcpSample {
+                drain_rate: Some(500_000.0),
+                ..rate(ms, 1_000_000.0, 0)
+            });
+        }
+        assert!(
+            (e.throughput() - 1_000_000.0).abs() < 1.0,
+            "{}",
+            e.throughput()
+        );
     }
 
     #[test]

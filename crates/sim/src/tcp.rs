@@ -105,6 +105,16 @@ pub struct RateSample {
     pub app_limited: bool,
 }
 
+impl RateSample {
+    /// Whether Linux keeps this sample in place of `kept` as the connection's delivery rate
+    /// (`tcp_rate_gen`): always unless it is application-limited, then only if it is no
+    /// lower. So TCP_INFO's rate can stay at an old, higher sample for as long as the
+    /// sender keeps too little unsent to fill the window.
+    pub fn replaces(&self, kept: Option<RateSample>) -> bool {
+        !self.app_limited || kept.is_none_or(|k| self.rate >= k.rate)
+    }
+}
+
 /// Counters of a connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcpStats {
@@ -555,12 +565,19 @@ impl<F> Tcp<F> {
         let ack_elapsed = now.saturating_since(sent.delivered_time);
         let interval = send_elapsed.max(ack_elapsed).as_secs_f64();
         self.rate_first_sent = sent.at;
-        // Like Linux, skip samples over intervals shorter than the minimum RTT.
+        // Like Linux, skip samples over intervals shorter than the minimum RTT, and keep an
+        // application-limited sample only if it is no lower than the one kept
+        // (`tcp_rate_gen`): what TCP_INFO reports as the delivery rate then stays at the last
+        // sample that was not application-limited, or higher, however long the connection
+        // runs application-limited at a lower rate.
         if interval > 0.0 && interval >= self.min_rtt.min(1.0) * 0.999 {
-            self.rate = Some(RateSample {
+            let sample = RateSample {
                 rate: (self.rate_delivered - sent.delivered) as f64 / interval,
                 app_limited: sent.app_limited,
-            });
+            };
+            if sample.replaces(self.rate) {
+                self.rate = Some(sample);
+            }
         }
         self.last_progress = now;
         self.backoff = 0;
@@ -950,6 +967,20 @@ mod tests {
             t < 1.05 * t_plain,
             "{t:.3} s with HyStart, {t_plain:.3} s without"
         );
+    }
+
+    /// Linux's rule for the delivery rate TCP_INFO reports: a sample that is not
+    /// application-limited always replaces the one kept, an application-limited one only
+    /// when it is no lower.
+    #[test]
+    fn an_application_limited_rate_below_the_kept_one_is_not_kept() {
+        let s = |rate: f64, app_limited: bool| RateSample { rate, app_limited };
+        let kept = Some(s(2e6, false));
+        assert!(s(1e6, true).replaces(None));
+        assert!(!s(1e6, true).replaces(kept));
+        assert!(s(3e6, true).replaces(kept));
+        assert!(s(1e6, false).replaces(kept));
+        assert!(s(1e6, false).replaces(Some(s(2e6, true))));
     }
 
     #[test]
