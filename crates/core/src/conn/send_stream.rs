@@ -24,7 +24,7 @@ struct InFlight {
     /// Sent before, on another subflow or this one (a reinjection or a rescue).
     again: bool,
     /// Where it ends in its subflow's byte stream: the sender's count of bytes written to
-    /// that subflow once this segment was (see [`SendStream::last_write_on`]).
+    /// that subflow once this segment was (see [`SendStream::take_acked_copies`]).
     wire_end: u64,
 }
 
