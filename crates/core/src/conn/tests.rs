@@ -315,10 +315,11 @@ fn chaos_covers_recall_death_and_duplicates() {
     assert!(total_cancels > 0);
 }
 
-#[test]
-fn dead_subflow_data_is_rescued_exactly_once() {
+/// A sender with 1000-byte segments under `scheduler` and a receiver, with stream 1 open
+/// at both.
+fn stream_pair(scheduler: Box<dyn Scheduler>) -> (Sender, Receiver, StreamId) {
     let mut tx = Sender::new(
-        Box::new(crate::scheduler::RoundRobin::default()),
+        scheduler,
         SenderConfig {
             max_segment: 1000,
             ..SenderConfig::default()
@@ -328,6 +329,12 @@ fn dead_subflow_data_is_rescued_exactly_once() {
     let s = StreamId(1);
     tx.open_stream(s).unwrap();
     rx.open_stream(s).unwrap();
+    (tx, rx, s)
+}
+
+#[test]
+fn dead_subflow_data_is_rescued_exactly_once() {
+    let (mut tx, mut rx, s) = stream_pair(Box::new(crate::scheduler::RoundRobin::default()));
     let data = pattern(10_000, 7);
     tx.write(s, Bytes::copy_from_slice(&data)).unwrap();
     tx.finish(s).unwrap();
@@ -1250,17 +1257,7 @@ fn a_requests_ack_overtakes_its_answer_so_the_request_is_not_sent_again() {
 #[test]
 fn copies_another_path_delivered_still_hold_their_subflows_queue() {
     let seen: Seen = Default::default();
-    let mut tx = Sender::new(
-        Box::new(Watched(seen.clone())),
-        SenderConfig {
-            max_segment: 1000,
-            ..SenderConfig::default()
-        },
-    );
-    let mut rx = Receiver::new(ReceiverConfig::default());
-    let s = StreamId(1);
-    tx.open_stream(s).unwrap();
-    rx.open_stream(s).unwrap();
+    let (mut tx, mut rx, s) = stream_pair(Box::new(Watched(seen.clone())));
     let ovh = mpbond_proto::DATA_OVERHEAD as u64;
     let frame = 1000 + ovh;
     tx.write(s, Bytes::from(pattern(4000, 3))).unwrap();
