@@ -266,21 +266,18 @@ impl PathEstimator {
             // RTT (a 4 ms pipe's first window reads 2.5 MB/s on a 625 KB/s link).
             return self.last_busy.is_none().then_some(window_rate);
         };
-        let r = match s.drain_rate {
-            Some(d) if d.is_finite() && self.floor_until.is_some_and(|u| s.now <= u) => r.max(d),
+        // The drain rate (a queue stands at the bottleneck, [`TcpSample::drain_rate`]) speaks
+        // for the path twice. An application-limited sample may be stale: the kernel keeps
+        // one only if it is no lower than the sample it holds (`tcp_rate_gen`), so a path
+        // that slowed while its sender kept little unsent (TCP_NOTSENT_LOWAT) reports its
+        // old, higher rate for as long as that lasts; the rate its ACKs drain the queue at is
+        // the path's, and below the kernel's sample it replaces it and lowers the estimate,
+        // floor or not. Otherwise, after a loss, it floors the sample (the drain floor).
+        let r = match s.drain_rate.filter(|d| d.is_finite() && *d > 0.0) {
+            Some(d) if s.app_limited && d < r => return Some(d),
+            Some(d) if self.floor_until.is_some_and(|u| s.now <= u) => r.max(d),
             _ => r,
         };
-        // An application-limited sample may be stale: the kernel keeps one only if it is no
-        // lower than the sample it holds (`tcp_rate_gen`), so a path that slowed while its
-        // sender kept little unsent (TCP_NOTSENT_LOWAT) reports its old, higher rate for as
-        // long as that lasts. While a queue stands at the bottleneck the rate its ACKs drain
-        // it at is the path's; below the kernel's sample it replaces it, and lowers the
-        // estimate (see [`TcpSample::drain_rate`]).
-        if s.app_limited {
-            if let Some(d) = s.drain_rate.filter(|d| d.is_finite() && *d > 0.0 && *d < r) {
-                return Some(d);
-            }
-        }
         let (r, understated) = if s.app_limited && !bottleneck {
             // An application-limited sample only bounds the path from below. Until the path
             // has been seen busy, what its window sends in the next round trip is the better
