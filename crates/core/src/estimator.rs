@@ -688,7 +688,7 @@ mod tests {
     /// The kernel keeps an application-limited rate sample only if it is no lower than the
     /// one it holds, so a path that slowed while its sender kept little unsent reports its
     /// old rate on every reading (11d's Verizon HS-Path: 2.005 MB/s for 1.2 s while its ACKs
-    /// came at 0.95 MB/s over a queue of 0.4-0.9 s, the estimate creeping up to the stale
+    /// came at 0.94 MB/s behind a smoothed RTT of 0.4-0.9 s, the estimate creeping up to the stale
     /// value). Over a standing queue the drain rate replaces such a sample when lower; it
     /// never raises one, and a sample that is not application-limited stays as it is.
     #[test]
