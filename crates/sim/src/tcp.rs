@@ -14,7 +14,9 @@
 //!   when data is in flight, nothing is known lost and two smoothed RTTs pass without an
 //!   ACK, the last segment is sent again, once per tail, so a lost tail is found by the
 //!   probe's ACK rather than by the timeout. A retransmission timeout (RFC 6298, 200 ms
-//!   floor, exponential backoff) resends everything in flight and restarts from one segment.
+//!   floor, exponential backoff) resends everything in flight and restarts from one segment;
+//!   only the first timeout of an episode, outside fast recovery, lowers the slow-start
+//!   threshold (Linux's `tcp_enter_loss`).
 //! - **Delivery rate.** Each ACK yields a delivery-rate sample as Linux computes
 //!   tcpi_delivery_rate (draft-cheng-iccrg-delivery-rate-estimation): bytes delivered between a
 //!   packet's send and its ACK over the longer of the send and ACK intervals, flagged
@@ -658,9 +660,16 @@ impl<F> Tcp<F> {
             self.lost.insert(s.start, s.end);
         }
         self.inflight_bytes = 0;
-        self.w_last_max = self.cwnd;
-        self.w_max = self.cwnd;
-        self.ssthresh = (self.cwnd * CUBIC_BETA).max(2.0 * self.cfg.mss as f64);
+        // Only the first timeout of a loss episode lowers the threshold, from the window
+        // the connection had, and not in fast recovery, which lowered it already (Linux's
+        // `tcp_enter_loss`): a backed-off retransmission finds the window at one segment,
+        // and lowering from that would leave a path back from an outage to crawl up from
+        // two.
+        if self.backoff == 0 && self.recovery_until.is_none() {
+            self.w_last_max = self.cwnd;
+            self.w_max = self.cwnd;
+            self.ssthresh = (self.cwnd * CUBIC_BETA).max(2.0 * self.cfg.mss as f64);
+        }
         self.cwnd = self.cfg.mss as f64;
         self.epoch = None;
         self.recovery_until = None;
@@ -1015,6 +1024,29 @@ mod tests {
         }
         assert_eq!(sent.len(), 5);
         (tcp, rng, sent)
+    }
+
+    /// An outage: nothing comes back and the timer fires again and again. Only the first
+    /// timeout lowers the slow-start threshold (Linux's `tcp_enter_loss`); the backed-off
+    /// ones leave it, so the connection can slow-start back to it when the path returns.
+    #[test]
+    fn only_the_first_timeout_of_an_outage_lowers_the_threshold() {
+        let (mut tcp, _rng, _sent) = five_sent(TcpConfig {
+            tail_loss_probe: false,
+            ..TcpConfig::default()
+        });
+        let window = tcp.cwnd as f64;
+        let mut fire = tcp.rto_deadline().expect("a timer is armed");
+        tcp.on_timeout(fire);
+        let first = tcp.ssthresh;
+        assert!((first - window * CUBIC_BETA).abs() < 1.0, "{first} vs {window}");
+        for _ in 0..3 {
+            fire = tcp.rto_deadline().expect("the timer is armed again");
+            tcp.on_timeout(fire);
+            assert_eq!(tcp.cwnd, tcp.cfg.mss as f64);
+            assert_eq!(tcp.ssthresh, first);
+        }
+        assert_eq!(tcp.stats().timeouts, 4);
     }
 
     /// The last two of five segments are lost: two smoothed RTTs later the probe resends
