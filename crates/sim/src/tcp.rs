@@ -1035,11 +1035,14 @@ mod tests {
             tail_loss_probe: false,
             ..TcpConfig::default()
         });
-        let window = tcp.cwnd as f64;
+        let window = tcp.cwnd;
         let mut fire = tcp.rto_deadline().expect("a timer is armed");
         tcp.on_timeout(fire);
         let first = tcp.ssthresh;
-        assert!((first - window * CUBIC_BETA).abs() < 1.0, "{first} vs {window}");
+        assert!(
+            (first - window * CUBIC_BETA).abs() < 1.0,
+            "{first} vs {window}"
+        );
         for _ in 0..3 {
             fire = tcp.rto_deadline().expect("the timer is armed again");
             tcp.on_timeout(fire);
