@@ -117,6 +117,23 @@ impl RateSample {
     }
 }
 
+/// Most packets a [`Tcp`] remembers as given up on by a timeout or a probe: 16 K packets,
+/// over 20 MB of 1448-byte segments, more than any window here.
+const MAX_GIVEN_UP: usize = 1 << 14;
+
+/// The window and threshold before the first timeout of an episode, kept to undo it if it
+/// proves spurious.
+#[derive(Clone, Copy, Debug)]
+struct Undo {
+    cwnd: f64,
+    ssthresh: f64,
+    w_max: f64,
+    w_last_max: f64,
+    /// The first packet id sent after the timeout: an ACK for one of these first means the
+    /// loss was real.
+    after: u64,
+}
+
 /// Counters of a connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcpStats {
@@ -128,6 +145,9 @@ pub struct TcpStats {
     pub timeouts: u64,
     /// Tail loss probes sent.
     pub probes: u64,
+    /// Timeouts undone as spurious (F-RTO): an ACK for data sent before the timeout came
+    /// first.
+    pub undos: u64,
     /// Slow starts HyStart ended on an ACK train (`TCPHystartTrainDetect`).
     pub hystart_train_exits: u64,
     /// Slow starts HyStart ended on a rise of the RTT (`TCPHystartDelayDetect`).
@@ -170,6 +190,12 @@ pub struct Tcp<F> {
     snd_una: u64,
     /// Bytes acknowledged above [`Tcp::snd_una`] (what a kernel holds as SACKed).
     sacked: RangeSet,
+    /// Packets a retransmission timeout or a tail loss probe took out of the flight (by id),
+    /// whose ACKs may still come: the data they carried is then acknowledged, as a kernel's
+    /// cumulative ACK or SACK acknowledges it, rather than sent again.
+    given_up: BTreeMap<u64, Sent>,
+    /// Set by the first timeout of an episode until an ACK shows whether it was spurious.
+    undo: Option<Undo>,
     last_progress: Time,
     rwnd: Option<u64>,
     /// The pacing cap (SO_MAX_PACING_RATE), bytes per second.
@@ -219,6 +245,8 @@ impl<F> Tcp<F> {
             probed: false,
             snd_una: 0,
             sacked: RangeSet::new(),
+            given_up: BTreeMap::new(),
+            undo: None,
             last_progress: Time::ZERO,
             rwnd: None,
             pacing_cap: None,
@@ -547,17 +575,19 @@ impl<F> Tcp<F> {
     /// The ACK of packet `id` reaches the sender.
     pub fn on_ack(&mut self, now: Time, id: u64) {
         let Some(sent) = self.inflight.remove(&id) else {
-            return; // already declared lost (spurious timeout): nothing to learn
+            if let Some(orig) = self.given_up.remove(&id) {
+                self.late_ack(now, id, orig);
+            }
+            return;
         };
+        if self.undo.is_some_and(|u| id >= u.after) {
+            // Something sent after the timeout arrived before any ACK of what was sent
+            // before it: the loss was real.
+            self.undo = None;
+        }
         let len = sent.end - sent.start;
         self.inflight_bytes -= len;
-        self.sacked.insert(sent.start, sent.end);
-        if let Some((s, e)) = self.sacked.first() {
-            if s <= self.snd_una {
-                self.snd_una = self.snd_una.max(e);
-                self.sacked.remove_below(self.snd_una);
-            }
-        }
+        self.acknowledge(sent.start, sent.end);
         self.rate_delivered += len;
         self.rate_delivered_time = now;
         if self.app_limited_until > 0 && self.rate_delivered > self.app_limited_until {
@@ -655,9 +685,10 @@ impl<F> Tcp<F> {
             return;
         }
         self.stats.timeouts += 1;
-        let all: Vec<Sent> = std::mem::take(&mut self.inflight).into_values().collect();
-        for s in all {
+        self.prune_given_up();
+        for (id, s) in std::mem::take(&mut self.inflight) {
             self.lost.insert(s.start, s.end);
+            self.give_up(id, s);
         }
         self.inflight_bytes = 0;
         // Only the first timeout of a loss episode lowers the threshold, from the window
@@ -666,6 +697,13 @@ impl<F> Tcp<F> {
         // and lowering from that would leave a path back from an outage to crawl up from
         // two.
         if self.backoff == 0 && self.recovery_until.is_none() {
+            self.undo = Some(Undo {
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+                w_max: self.w_max,
+                w_last_max: self.w_last_max,
+                after: self.next_id,
+            });
             self.w_last_max = self.cwnd;
             self.w_max = self.cwnd;
             self.ssthresh = (self.cwnd * CUBIC_BETA).max(2.0 * self.cfg.mss as f64);
@@ -691,7 +729,77 @@ impl<F> Tcp<F> {
         if let Some(last) = self.inflight.remove(&id) {
             self.inflight_bytes -= last.end - last.start;
             self.lost.insert(last.start, last.end);
+            self.prune_given_up();
+            self.give_up(id, last);
             self.stats.probes += 1;
+        }
+    }
+
+    /// The ACK of packet `id` (`orig`), which a timeout or a probe had given up on, came
+    /// after all: its ACK was late, not lost (an uplink outage, a deep queue). Its data is
+    /// acknowledged and not sent again. If a timeout gave it up and nothing sent since has
+    /// been acknowledged, the timeout was spurious and is undone as Linux's F-RTO undoes it
+    /// (RFC 5682; `tcp_try_undo_loss`): the window and threshold return to what they were,
+    /// and what the timeout gave up on after this packet, and has not been sent again, is
+    /// in flight once more. What was given up before it was lost (the link is FIFO).
+    fn late_ack(&mut self, now: Time, id: u64, orig: Sent) {
+        self.lost.remove(orig.start, orig.end);
+        self.acknowledge(orig.start, orig.end);
+        self.last_progress = now;
+        self.backoff = 0;
+        if let Some(u) = self.undo.take() {
+            self.stats.undos += 1;
+            self.cwnd = self.cwnd.max(u.cwnd);
+            self.ssthresh = self.ssthresh.max(u.ssthresh);
+            self.w_max = u.w_max;
+            self.w_last_max = u.w_last_max;
+            self.epoch = None;
+            let back: Vec<u64> = self
+                .given_up
+                .range(id + 1..)
+                .filter(|(_, s)| self.lost.covered(s.start, s.end) == s.end - s.start)
+                .map(|(&k, _)| k)
+                .collect();
+            for k in back {
+                if let Some(s) = self.given_up.remove(&k) {
+                    self.lost.remove(s.start, s.end);
+                    self.inflight_bytes += s.end - s.start;
+                    self.inflight.insert(k, s);
+                }
+            }
+        }
+        self.rto_at = if self.inflight.is_empty() && self.lost.is_empty() {
+            None
+        } else {
+            Some(now + self.rto())
+        };
+        self.arm_probe(now);
+    }
+
+    /// Notes packet `id` as taken out of the flight, its ACK still possible
+    /// ([`Tcp::given_up`]), keeping at most [`MAX_GIVEN_UP`] (the oldest go first).
+    fn give_up(&mut self, id: u64, sent: Sent) {
+        while self.given_up.len() >= MAX_GIVEN_UP {
+            self.given_up.pop_first();
+        }
+        self.given_up.insert(id, sent);
+    }
+
+    /// Drops the given-up packets whose data has been acknowledged since.
+    fn prune_given_up(&mut self) {
+        let una = self.snd_una;
+        self.given_up.retain(|_, s| s.end > una);
+    }
+
+    /// Marks `start..end` acknowledged: SACKed, and the cumulative point moved over it when
+    /// it fills the hole there.
+    fn acknowledge(&mut self, start: u64, end: u64) {
+        self.sacked.insert(start, end);
+        if let Some((s, e)) = self.sacked.first() {
+            if s <= self.snd_una {
+                self.snd_una = self.snd_una.max(e);
+                self.sacked.remove_below(self.snd_una);
+            }
         }
     }
 
@@ -1024,6 +1132,87 @@ mod tests {
         }
         assert_eq!(sent.len(), 5);
         (tcp, rng, sent)
+    }
+
+    /// Sends what the connection may send at `now`; returns the packets with their arrival
+    /// times.
+    fn send_all(tcp: &mut Tcp<usize>, rng: &mut Rng, now: Time) -> Vec<(Packet, Time)> {
+        let mut out = Vec::new();
+        let mut next = tcp.try_send(now, rng);
+        while let Some(t) = next {
+            let (p, at, n) = tcp.on_departure(t).expect("a packet departs");
+            out.push((p, at));
+            next = n;
+        }
+        out
+    }
+
+    /// An uplink outage: all five segments arrive but their ACKs come only after the
+    /// timeout has resent the first. The first late ACK shows the timeout spurious (F-RTO):
+    /// window and threshold come back, the other three segments count as in flight again
+    /// and nothing more is sent twice.
+    #[test]
+    fn a_timeout_whose_acks_were_only_late_is_undone() {
+        let (mut tcp, mut rng, sent) = five_sent(TcpConfig {
+            tail_loss_probe: false,
+            ..TcpConfig::default()
+        });
+        let (cwnd, ssthresh) = (tcp.cwnd, tcp.ssthresh);
+        let mut acks = Vec::new();
+        let mut got = Vec::new();
+        for &(p, at) in &sent {
+            let (frames, _) = tcp.on_arrival(at, p);
+            got.extend(frames);
+            acks.push(p.id);
+        }
+        let fire = tcp.rto_deadline().expect("a timer is armed");
+        tcp.on_timeout(fire);
+        assert_eq!(tcp.cwnd, tcp.cfg.mss as f64);
+        let retx = send_all(&mut tcp, &mut rng, fire);
+        assert_eq!(retx.len(), 1, "one segment's window");
+        let late = fire + Duration::from_millis(1);
+        for id in acks {
+            tcp.on_ack(late, id);
+        }
+        assert_eq!(tcp.stats().undos, 1);
+        assert!(tcp.cwnd >= cwnd, "{} < {cwnd}", tcp.cwnd);
+        assert_eq!(tcp.ssthresh, ssthresh);
+        assert_eq!(tcp.cumulative_acked(), 5 * 1448);
+        assert!(tcp.lost.is_empty());
+        assert!(
+            send_all(&mut tcp, &mut rng, late).is_empty(),
+            "nothing to send again"
+        );
+        // The retransmission arrives (a duplicate) and is acknowledged: the connection is idle.
+        let (p, at) = retx[0];
+        let (frames, _) = tcp.on_arrival(at, p);
+        got.extend(frames);
+        tcp.on_ack(at + Duration::from_millis(10), p.id);
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert_eq!(tcp.rto_deadline(), None);
+        assert_eq!(tcp.stats().retransmissions, 1);
+    }
+
+    /// A real loss: the five segments are dropped and the retransmission's ACK comes first.
+    /// The timeout stands.
+    #[test]
+    fn a_timeout_whose_retransmission_is_acknowledged_first_stands() {
+        let (mut tcp, mut rng, _dropped) = five_sent(TcpConfig {
+            tail_loss_probe: false,
+            ..TcpConfig::default()
+        });
+        let cwnd = tcp.cwnd;
+        let fire = tcp.rto_deadline().expect("a timer is armed");
+        tcp.on_timeout(fire);
+        let retx = send_all(&mut tcp, &mut rng, fire);
+        let (p, at) = retx[0];
+        let (frames, ack_at) = tcp.on_arrival(at, p);
+        assert_eq!(frames, vec![0]);
+        tcp.on_ack(ack_at, p.id);
+        assert_eq!(tcp.stats().undos, 0);
+        assert!((tcp.ssthresh - cwnd * CUBIC_BETA).abs() < 1.0);
+        assert!(tcp.cwnd <= 2.0 * tcp.cfg.mss as f64, "{}", tcp.cwnd);
+        assert_eq!(tcp.cumulative_acked(), 1448);
     }
 
     /// An outage: nothing comes back and the timer fires again and again. Only the first
