@@ -111,8 +111,14 @@ pub struct Tuning {
     pub window_max: Size,
     /// Bytes buffered on the sending side across all streams of a session.
     pub session_buffer: Size,
-    /// A link with unacknowledged data and no ACK for this long is dead (pipe stall).
+    /// A link with unacknowledged data and no ACK for this long, or busy and hearing nothing
+    /// from its peer, has stalled: its data is reinjected on the other subflows. A pipe is then
+    /// torn down; a WAN link (PS-Path, HS-Path) goes stale and keeps its connection
+    /// ([`crate::liveness`]).
     pub stall_timeout: Dur,
+    /// How long a WAN link may stay stale before it is torn down and its device connects
+    /// again; `"0s"` tears it down at the stall, as MPBond §4.1 does.
+    pub dead_timeout: Dur,
     /// How often helpers report pipe state.
     pub feedback_interval: Dur,
     /// How long to wait for an origin, a handshake or a join.
@@ -228,6 +234,12 @@ impl Tuning {
         }
     }
 
+    /// How long a stalled WAN link stays stale before it is dead ([`crate::liveness`]):
+    /// `None` when `dead_timeout` is zero (dead at the stall).
+    pub fn dead_after(&self) -> Option<Duration> {
+        Some(self.dead_timeout.0).filter(|d| !d.is_zero())
+    }
+
     /// The PAD formula `pams_pad` names, or the error to show for it.
     pub fn pad_model(&self) -> Result<mpbond_core::scheduler::PadModel, String> {
         self.pams_pad
@@ -247,6 +259,7 @@ impl Default for Tuning {
             window_max: Size(32 << 20),
             session_buffer: Size(64 << 20),
             stall_timeout: Dur(Duration::from_secs(1)),
+            dead_timeout: Dur(Duration::from_secs(10)),
             feedback_interval: Dur(Duration::from_millis(20)),
             connect_timeout: Dur(Duration::from_secs(10)),
             insecure: false,
@@ -696,6 +709,7 @@ key = "me.key"
 [tuning]
 lowat = "8KiB"
 stall_timeout = "500ms"
+dead_timeout = "0s"
 [primary]
 proxy = "203.0.113.7:7000"
 proxy_key = "{}"
@@ -725,6 +739,11 @@ allow = [{{ name = "friend", key = "{}" }}]
         assert_eq!(c.key, PathBuf::from("/etc/mpbond/me.key"));
         assert_eq!(c.tuning.lowat, Size(8192));
         assert_eq!(c.tuning.stall_timeout, Dur(Duration::from_millis(500)));
+        assert_eq!(c.tuning.dead_after(), None);
+        assert_eq!(
+            Tuning::default().dead_after(),
+            Some(Duration::from_secs(10))
+        );
         let p = c.primary.unwrap();
         assert_eq!(p.helper[0].pipe[1].bind, Some("10.9.0.1".parse().unwrap()));
         let h = c.helper.unwrap();

@@ -5,6 +5,7 @@ pub mod config;
 pub mod helper;
 pub mod keys;
 pub mod link;
+pub mod liveness;
 pub mod meter;
 pub mod net;
 pub mod node;

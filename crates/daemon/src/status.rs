@@ -31,6 +31,9 @@ pub struct Metrics {
     pub links_opened: AtomicU64,
     /// Links that failed (reset, stalled, protocol error).
     pub links_failed: AtomicU64,
+    /// Times a WAN link stalled and went stale, keeping its connection
+    /// ([`crate::liveness`]).
+    pub links_stale: AtomicU64,
     /// Connections refused: handshake failure, unknown device, bad ticket, malformed frame.
     pub refused: AtomicU64,
     /// Requests refused because a cap was hit.
@@ -126,6 +129,12 @@ impl Metrics {
             "counter",
             "Links that failed.",
             g(&self.links_failed),
+        );
+        line(
+            "links_stale_total",
+            "counter",
+            "Times a WAN link stalled and went stale, keeping its connection.",
+            g(&self.links_stale),
         );
         line(
             "refused_total",

@@ -633,9 +633,9 @@ fn sender_activity(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
     }
     let _ = writeln!(
         o,
-        "mpbond's senders (mean per run; crate::sched): PAMS recalls, payload sent a second time, rescues, failed links:\n\n| scheme | recalls | sent again (MB) | of the payload | window rescues (MB) | late-head rescues (MB) | failed links |"
+        "mpbond's senders (mean per run; crate::sched): PAMS recalls, payload sent a second time, rescues, links that went stale (stalled, connection kept) and that failed:\n\n| scheme | recalls | sent again (MB) | of the payload | window rescues (MB) | late-head rescues (MB) | stale links | failed links |"
     );
-    let _ = writeln!(o, "|{}", " --- |".repeat(7));
+    let _ = writeln!(o, "|{}", " --- |".repeat(8));
     for (s, rs) in groups {
         let with: Vec<(&crate::sched::SchedStats, u64)> = rs
             .iter()
@@ -651,12 +651,13 @@ fn sender_activity(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
         let payload = with.iter().map(|(_, b)| *b as f64).sum::<f64>() / with.len() as f64;
         let _ = writeln!(
             o,
-            "| {s} | {:.1} | {:.2} | {:.1}% | {:.2} | {:.2} | {:.1} |",
+            "| {s} | {:.1} | {:.2} | {:.1}% | {:.2} | {:.2} | {:.1} | {:.1} |",
             mean(&|x| x.recalls),
             again / 1e6,
             100.0 * again / payload.max(1.0),
             mean(&|x| x.window_rescued_bytes) / 1e6,
             mean(&|x| x.late_rescued_bytes) / 1e6,
+            mean(&|x| x.links_stale),
             mean(&|x| x.links_failed)
         );
     }
@@ -1329,6 +1330,7 @@ mod tests {
                 reinjected_bytes: again,
                 window_rescued_bytes: 10_000,
                 late_rescued_bytes: 0,
+                links_stale: 2,
                 links_failed: 1,
             });
             runs.push(m);
@@ -1336,7 +1338,7 @@ mod tests {
         let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];
         let t = table("t", &schemes, &runs);
         assert!(
-            t.contains("| mpbond | 2.0 | 0.05 | 5.0% | 0.01 | 0.00 | 1.0 |"),
+            t.contains("| mpbond | 2.0 | 0.05 | 5.0% | 0.01 | 0.00 | 2.0 | 1.0 |"),
             "{t}"
         );
         let part = t

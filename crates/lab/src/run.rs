@@ -1402,6 +1402,7 @@ fn start_mpbond(
         MpbondVariant::NoHsGuard => "[tuning]\nhs_queue_guard = 0.0\n",
         MpbondVariant::PsGuard => "[tuning]\nps_queue_guard = 1.0\n",
         MpbondVariant::NoPsGuard => "[tuning]\nps_queue_guard = 0.0\n",
+        MpbondVariant::NoStale => "[tuning]\ndead_timeout = \"0s\"\n",
         _ => "",
     };
     let eco;

@@ -38,6 +38,10 @@ pub struct SchedStats {
     pub late_rescued_bytes: u64,
     /// Links that failed (stall timeout, reset, protocol error).
     pub links_failed: u64,
+    /// Times a WAN link stalled and went stale, keeping its connection (none before
+    /// `mpbond_daemon::liveness`).
+    #[serde(default)]
+    pub links_stale: u64,
 }
 
 impl SchedStats {
@@ -50,6 +54,7 @@ impl SchedStats {
             self.late_rescued_bytes += s.late_rescued_bytes;
         }
         self.links_failed += metric(metrics, "mpbond_links_failed_total").unwrap_or(0);
+        self.links_stale += metric(metrics, "mpbond_links_stale_total").unwrap_or(0);
     }
 }
 
@@ -174,7 +179,8 @@ mod tests {
         let metrics = "# HELP mpbond_links_failed_total Links that failed.\n\
                        # TYPE mpbond_links_failed_total counter\n\
                        mpbond_links_failed_total 3\n\
-                       mpbond_links_failed_total_extra 9\n";
+                       mpbond_links_failed_total_extra 9\n\
+                       mpbond_links_stale_total 5\n";
         let mut s = SchedStats::default();
         s.add(&st, metrics);
         s.add(&NodeStatus::default(), "mpbond_links_failed_total 1\n");
@@ -186,6 +192,7 @@ mod tests {
                 window_rescued_bytes: 100,
                 late_rescued_bytes: 70,
                 links_failed: 4,
+                links_stale: 5,
             }
         );
         assert_eq!(metric("garbage", "mpbond_links_failed_total"), None);

@@ -77,6 +77,10 @@ pub enum MpbondVariant {
     /// default, so the same as `mpbond`; kept so that the commands that measured it still
     /// run.
     NoPsGuard,
+    /// A stalled WAN link is torn down at the stall timeout and its device connects again
+    /// (`tuning.dead_timeout = "0s"`), as MPBond §4.1 and mpbond before
+    /// `mpbond_daemon::liveness` did, instead of going stale and keeping its connection.
+    NoStale,
     /// The primary waits for the proxy to reach the origin before it relays the
     /// application's bytes (`[primary] early_data = false`): what 0-RTT stream open buys.
     WaitOpen,
@@ -93,7 +97,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 24] = [
+    const ALL: [MpbondVariant; 25] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -116,6 +120,7 @@ impl MpbondVariant {
         MpbondVariant::NoHsGuard,
         MpbondVariant::PsGuard,
         MpbondVariant::NoPsGuard,
+        MpbondVariant::NoStale,
         MpbondVariant::WaitOpen,
         MpbondVariant::Eco(ECO_TIME_VALUE_MW),
     ];
@@ -144,6 +149,7 @@ impl MpbondVariant {
             MpbondVariant::NoHsGuard => "mpbond-no-hs-guard",
             MpbondVariant::PsGuard => "mpbond-ps-guard",
             MpbondVariant::NoPsGuard => "mpbond-no-ps-guard",
+            MpbondVariant::NoStale => "mpbond-no-stale",
             MpbondVariant::WaitOpen => "mpbond-wait-open",
             MpbondVariant::Eco(_) => "mpbond-eco",
         }
@@ -372,6 +378,7 @@ mod tests {
             "mpbond-no-hs-guard",
             "mpbond-ps-guard",
             "mpbond-no-ps-guard",
+            "mpbond-no-stale@2",
             "mpbond-wait-open",
             "mpbond-eco@2",
             "mpbond-eco-0W",

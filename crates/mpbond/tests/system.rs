@@ -227,17 +227,18 @@ fn stalled_pipe_is_torn_down_and_its_data_reinjected() {
     assert!(t0.elapsed() < Duration::from_secs(30));
 }
 
-/// A helper that hangs mid-download (its kernel still acknowledges on both its links): the
-/// proxy, whose data waits on the HS-Path, hears nothing from it and drops the subflow; the
-/// primary, which sends nothing on a downlink pipe and lets an idle pipe go quiet, learns it
-/// from the proxy within seconds rather than after a quiet link's 75 s. Once the helper wakes,
-/// it joins again and carries data.
+/// A helper that hangs mid-download (its kernel still acknowledges on both its links), with
+/// stalled links torn down at once (`dead_timeout = "0s"`, MPBond §4.1): the proxy, whose
+/// data waits on the HS-Path, hears nothing from it and drops the subflow; the primary,
+/// which sends nothing on a downlink pipe and lets an idle pipe go quiet, learns it from the
+/// proxy within seconds rather than after a quiet link's 75 s. Once the helper wakes, it
+/// joins again and carries data.
 #[test]
 fn hung_helper_is_dropped_at_both_ends_and_rejoins_when_it_wakes() {
     let c = Cluster::start(Spec {
         net: 39,
         helpers: 1,
-        tuning: "stall_timeout = \"1s\"",
+        tuning: "stall_timeout = \"1s\"\ndead_timeout = \"0s\"",
         proxy_extra: RR,
         primary_extra: RR,
         ..Spec::default()
@@ -272,6 +273,65 @@ fn hung_helper_is_dropped_at_both_ends_and_rejoins_when_it_wakes() {
     assert!(
         helper.is_some_and(|b| b > 0),
         "the helper carries data again: {helper:?}"
+    );
+}
+
+/// The metric `name` of a daemon's control endpoint, 0 if absent.
+fn metric(control: std::net::SocketAddr, name: &str) -> u64 {
+    let m = http_get(control, "/metrics").unwrap_or_default();
+    m.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The same hang with the default liveness (`crate::liveness`): the HS-Path goes stale, its
+/// data is sent again over the PS-Path and the download arrives intact, but the subflow and
+/// its connection stay; when the helper wakes within the dead timeout it carries data again
+/// on that same subflow, with no rejoin.
+#[test]
+fn hung_helper_goes_stale_and_carries_data_again_when_it_wakes() {
+    let c = Cluster::start(Spec {
+        net: 41,
+        helpers: 1,
+        tuning: "stall_timeout = \"1s\"\ndead_timeout = \"30s\"",
+        proxy_extra: RR,
+        primary_extra: RR,
+        ..Spec::default()
+    });
+    let n = 30_000_000;
+    let t = slow_download(&c, n, 12, 12_000_000);
+    thread::sleep(Duration::from_millis(700));
+    c.helpers[0].pause();
+    let got = t.join().unwrap();
+    c.helpers[0].resume();
+    let got = got.unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
+    assert!(
+        got == content(12, n),
+        "content differs after the helper hung"
+    );
+    assert!(reinjected(&c) > 0, "the hung helper's data was reinjected");
+    assert!(
+        metric(c.proxy.control, "mpbond_links_stale_total") >= 1,
+        "no link went stale\n{}",
+        c.logs()
+    );
+    assert_eq!(metric(c.proxy.control, "mpbond_links_failed_total"), 0);
+    assert_eq!(c.subflows(), 2, "the subflow was dropped\n{}", c.logs());
+    let before = |c: &Cluster| {
+        c.proxy.status().unwrap().sessions[0]
+            .subflows
+            .iter()
+            .find(|f| f.kind == "helper")
+            .map(|f| (f.id, f.bytes_scheduled))
+    };
+    let (id, sent) = before(&c).expect("the helper's subflow");
+    download(&c, 20_000_000, 13);
+    let (id2, sent2) = before(&c).expect("the helper's subflow");
+    assert_eq!(id, id2, "the same subflow, no rejoin");
+    assert!(
+        sent2 > sent,
+        "the helper carries data again: {sent} then {sent2}"
     );
 }
 

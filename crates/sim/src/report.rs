@@ -27,6 +27,9 @@ pub struct SubflowResult {
     pub died_s: Option<f64>,
     /// How often it came back after dying (`Scenario::rejoin`).
     pub rejoins: u64,
+    /// How often its WAN path stalled and went stale, its connections kept
+    /// (`Scenario::dead_timeout`).
+    pub stales: u64,
     /// Packets its WAN link's queue dropped (the connection in use at the end).
     pub wan_queue_drops: u64,
     /// Packets its pipe's queue dropped (the connection in use at the end; 0 for the
@@ -199,8 +202,16 @@ impl SimResult {
         );
         let _ = writeln!(
             o,
-            "{:<9} {:>10} {:>11} {:>6} {:>10} {:>7} {:>5} {:>7}",
-            "subflow", "completes", "bytes", "share", "duplicate", "retrans", "died", "rejoins"
+            "{:<9} {:>10} {:>11} {:>6} {:>10} {:>7} {:>5} {:>5} {:>7}",
+            "subflow",
+            "completes",
+            "bytes",
+            "share",
+            "duplicate",
+            "retrans",
+            "stale",
+            "died",
+            "rejoins"
         );
         for s in &self.subflows {
             let share = if self.size_bytes > 0 {
@@ -210,13 +221,14 @@ impl SimResult {
             };
             let _ = writeln!(
                 o,
-                "{:<9} {:>10} {:>11} {:>5.1}% {:>10} {:>7} {:>5} {:>7}",
+                "{:<9} {:>10} {:>11} {:>5.1}% {:>10} {:>7} {:>5} {:>5} {:>7}",
                 s.name,
                 secs(s.completion_s),
                 human_bytes(s.bytes),
                 share,
                 human_bytes(s.duplicate_bytes),
                 s.retransmitted_packets,
+                s.stales,
                 s.died_s.map_or("-".to_string(), |d| format!("{d:.1}s")),
                 s.rejoins
             );

@@ -208,6 +208,12 @@ pub struct Scenario {
     pub window_rescue: bool,
     /// A path with data outstanding and no progress for this long is declared dead.
     pub stall_timeout: Duration,
+    /// How long a stalled WAN path stays stale before it is dead, as in the daemons
+    /// (`mpbond_daemon::liveness`): a stale subflow's data goes to the others and it gets
+    /// nothing new, but its connections stay and it is scheduled on again once its TCP
+    /// makes progress. Zero: a stalled path is dead at once (MPBond §4.1). A stalled pipe
+    /// is dead at once either way.
+    pub dead_timeout: Duration,
     /// Bring a dead subflow back as the daemons do: the primary reconnects its PS-Path at
     /// once, and asks a helper to join again a second after its subflow died; the new
     /// connection is up once its handshake has crossed the link (after an outage ends) and
@@ -300,6 +306,7 @@ impl Scenario {
             late_rescue: true,
             window_rescue: true,
             stall_timeout: Duration::from_secs(1),
+            dead_timeout: Duration::from_secs(10),
             rejoin: true,
             estimator_tau: Duration::from_millis(100),
             loss_hold: 0.0,

@@ -426,6 +426,11 @@ impl<F> Tcp<F> {
         }
     }
 
+    /// When an ACK last acknowledged new data (or data went out after an idle spell).
+    pub fn last_progress(&self) -> Time {
+        self.last_progress
+    }
+
     /// When the retransmission timer (or the tail loss probe before it) fires, if armed.
     pub fn rto_deadline(&self) -> Option<Time> {
         match (self.probe_at, self.rto_at) {

@@ -61,6 +61,10 @@ const STALL_CHECK: Duration = Duration::from_millis(100);
 /// How long after a helper's subflow died the primary asks it to join again (the daemons'
 /// `rejoin_after`).
 const HELPER_REJOIN_AFTER: Duration = Duration::from_secs(1);
+
+/// A stale path is back once its TCP has made progress and holds at most this much
+/// unacknowledged, as in the daemons (`mpbond_daemon::liveness::BACK_UNACKED`).
+const BACK_UNACKED: u64 = 4096;
 /// Bytes a rejoin's handshake needs from the link toward the primary or helper (SYN-ACK and
 /// the join's answer).
 const HANDSHAKE_BYTES: u64 = 120;
@@ -177,6 +181,11 @@ struct Helper {
 
 struct PerSubflow {
     alive: bool,
+    /// Stalled, its connections kept (`Scenario::dead_timeout`): since when, and its TCP's
+    /// last progress then.
+    stale: Option<(Time, Time)>,
+    /// How often it went stale.
+    stales: u64,
     died_at: Option<Time>,
     rejoins: u64,
     useful: u64,
@@ -419,6 +428,8 @@ impl<'a> World<'a> {
         let sub = (0..=n)
             .map(|_| PerSubflow {
                 alive: true,
+                stale: None,
+                stales: 0,
                 died_at: None,
                 rejoins: 0,
                 useful: 0,
@@ -629,6 +640,7 @@ impl<'a> World<'a> {
                         "dead"
                     );
                     self.sub[s].alive = false;
+                    self.sub[s].stale = None;
                     self.sub[s].died_at.get_or_insert(self.now);
                     self.sender.remove_subflow(SubflowId(s as u8));
                     self.proxy_pump();
@@ -884,17 +896,23 @@ impl<'a> World<'a> {
 
     /// The uplink delay from the primary to the proxy: over the PS-Path, or over a live helper.
     fn uplink_delay(&self) -> Option<Duration> {
-        if self.sub[0].alive {
-            return Some(self.sc.ps.owd());
+        match self.uplink_via()? {
+            0 => Some(self.sc.ps.owd()),
+            s => Some(self.sc.helpers[s - 1].pipe.owd() + self.sc.helpers[s - 1].hs.owd()),
         }
-        (0..self.helpers.len())
-            .find(|&k| self.sub[k + 1].alive)
-            .map(|k| self.sc.helpers[k].pipe.owd() + self.sc.helpers[k].hs.owd())
+    }
+
+    /// The subflow the primary's control frames take: the PS-Path, else a helper's; one that
+    /// is not stale first, as the daemons' control link avoids a stalled one.
+    fn uplink_via(&self) -> Option<usize> {
+        (0..self.sub.len())
+            .find(|&s| self.usable(s))
+            .or_else(|| (0..self.sub.len()).find(|&s| self.sub[s].alive))
     }
 
     fn send_acks(&mut self) {
         // Over the PS-Path, or over a live helper's pipe and HS-Path.
-        let Some(via) = (0..self.sub.len()).find(|&s| self.sub[s].alive) else {
+        let Some(via) = self.uplink_via() else {
             return;
         };
         let first_hop = if via == 0 {
@@ -954,7 +972,7 @@ impl<'a> World<'a> {
         }
         let spec = &self.sc.helpers[k];
         let arrives = match self.sc.feedback_route {
-            FeedbackRoute::Flexible if self.flows[flow_hs(k)].outq() == 0 && self.sub[0].alive => {
+            FeedbackRoute::Flexible if self.flows[flow_hs(k)].outq() == 0 && self.usable(0) => {
                 let wire = FEEDBACK_WIRE - crate::energy::HEADER;
                 let hop = self.now + spec.pipe.owd();
                 self.radios.crossed_pipe(k, true, self.now, hop, wire);
@@ -1059,7 +1077,7 @@ impl<'a> World<'a> {
 
     fn stall_check(&mut self) {
         let limit = self.sc.stall_timeout;
-        if self.sub[0].alive && self.flows[0].stalled_for(self.now) >= limit {
+        if self.sub[0].alive && self.wan_stalled(0, limit) {
             // The proxy sees its own PS-Path stall.
             self.at(self.now, Ev::SubflowDown(0));
         }
@@ -1067,7 +1085,7 @@ impl<'a> World<'a> {
             if !self.sub[k + 1].alive {
                 continue;
             }
-            if self.flows[flow_hs(k)].stalled_for(self.now) >= limit {
+            if self.wan_stalled(k + 1, limit) {
                 self.at(self.now, Ev::SubflowDown(k + 1));
             } else if self.flows[flow_pipe(k)].stalled_for(self.now) >= limit {
                 // The helper or primary sees the pipe stall and tells the proxy.
@@ -1080,10 +1098,57 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Whether subflow `s`'s WAN path is dead by the daemons' rule (`mpbond_daemon::
+    /// liveness`): stalled for the stall timeout with no dead timeout, or stale for the dead
+    /// timeout. On the way it makes the path stale when it stalls (its data goes elsewhere,
+    /// its connections stay) and brings a stale one back when its TCP makes progress.
+    fn wan_stalled(&mut self, s: usize, limit: Duration) -> bool {
+        let f = flow_of_subflow(s);
+        let dead_after = self.sc.dead_timeout;
+        if let Some((since, progress)) = self.sub[s].stale {
+            if self.flows[f].last_progress() > progress && self.flows[f].unacked() <= BACK_UNACKED {
+                self.sub[s].stale = None;
+                tracing::trace!(
+                    target: "mpbond::sched",
+                    t = self.now.as_secs_f64(),
+                    subflow = %SubflowId(s as u8),
+                    stale_for = self.now.saturating_since(since).as_secs_f64(),
+                    "back"
+                );
+                self.sender.resume_subflow(SubflowId(s as u8));
+                self.proxy_pump();
+                return false;
+            }
+            return self.now.saturating_since(since) >= dead_after;
+        }
+        if self.flows[f].stalled_for(self.now) < limit {
+            return false;
+        }
+        if dead_after.is_zero() {
+            return true;
+        }
+        tracing::trace!(
+            target: "mpbond::sched",
+            t = self.now.as_secs_f64(),
+            subflow = %SubflowId(s as u8),
+            "stale"
+        );
+        self.sub[s].stale = Some((self.now, self.flows[f].last_progress()));
+        self.sub[s].stales += 1;
+        self.sender.suspend_subflow(SubflowId(s as u8));
+        self.proxy_pump();
+        false
+    }
+
+    /// A subflow that carries data: alive and not stale.
+    fn usable(&self, s: usize) -> bool {
+        self.sub[s].alive && self.sub[s].stale.is_none()
+    }
+
     fn views(&self) -> Vec<PathView> {
         let mut v = Vec::with_capacity(self.sub.len());
         for (s, st) in self.sub.iter().enumerate() {
-            if !st.alive {
+            if !st.alive || st.stale.is_some() {
                 continue;
             }
             let tcp = &self.flows[flow_of_subflow(s)];
@@ -1234,6 +1299,7 @@ impl<'a> World<'a> {
                     timeouts: flows.iter().map(|f| f.stats().timeouts).sum(),
                     died_s: st.died_at.map(|t| t.as_secs_f64()),
                     rejoins: st.rejoins,
+                    stales: st.stales,
                     wan_queue_drops: flows[0].link().stats().queue_drops,
                     pipe_queue_drops: flows.get(1).map_or(0, |f| f.link().stats().queue_drops),
                     wan_capacity: self

@@ -217,6 +217,8 @@ fn a_path_back_from_an_outage_rejoins_and_carries_data_again() {
             sc.apply(&Change::parse(&format!("4s:{link}=8")).unwrap())
                 .unwrap();
             sc.rejoin = rejoin;
+            // Dead at the stall, as before stale paths.
+            sc.dead_timeout = Duration::ZERO;
             run(&sc).unwrap()
         };
         let back = outage(true);
@@ -242,6 +244,47 @@ fn a_path_back_from_an_outage_rejoins_and_carries_data_again() {
         assert!(b.bytes > g.bytes, "{link}");
         let (tb, tg) = (back.download_time_s.unwrap(), gone.download_time_s.unwrap());
         assert!(tb < tg, "{link}: {tb:.2} s with rejoin, {tg:.2} s without");
+    }
+}
+
+/// A stale path keeps its connection: after three seconds without service it goes stale
+/// (its data goes elsewhere), comes back without a rejoin once its TCP makes progress,
+/// carries data again, and every byte arrives; with a dead timeout shorter than the
+/// outage it is dead and rejoins instead.
+#[test]
+fn a_stale_path_comes_back_on_its_own_connection() {
+    for (link, name) in [("ps", "ps"), ("hs1", "helper1")] {
+        let outage = |dead: Duration| {
+            let mut sc = Scenario::paper_common(1, 12_000_000, "pams");
+            sc.apply(&Change::parse(&format!("1s:{link}=down")).unwrap())
+                .unwrap();
+            sc.apply(&Change::parse(&format!("4s:{link}=8")).unwrap())
+                .unwrap();
+            sc.dead_timeout = dead;
+            run(&sc).unwrap()
+        };
+        let stale = outage(Duration::from_secs(10));
+        let dead = outage(Duration::from_secs(1));
+        for r in [&stale, &dead] {
+            assert!(r.verified, "{link}");
+            assert_eq!(r.subflows.iter().map(|s| s.bytes).sum::<u64>(), 12_000_000);
+        }
+        let sf = |r: &SimResult| r.subflows.iter().find(|s| s.name == name).unwrap().clone();
+        let (s, d) = (sf(&stale), sf(&dead));
+        assert_eq!(
+            (s.stales, s.died_s, s.rejoins),
+            (1, None, 0),
+            "{link}: {s:?}"
+        );
+        assert!(
+            d.stales == 1 && d.died_s.is_some() && d.rejoins == 1,
+            "{link}: {d:?}"
+        );
+        assert!(
+            s.completion_s.unwrap() > 4.0,
+            "{link}: last useful byte at {:?}",
+            s.completion_s
+        );
     }
 }
 

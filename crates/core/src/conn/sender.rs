@@ -375,6 +375,36 @@ impl Sender {
         self.take_back(id)
     }
 
+    /// A subflow's path stopped carrying packets but its connection is kept, since most
+    /// outages of a cellular link end within seconds (Linux MPTCP's "stale" subflows,
+    /// `net.mptcp.stale_loss_cnt`): every byte in flight on it is scheduled again on the
+    /// others, as for a dead one (MPBond §4.1, "Error Handling"), and it gets nothing new
+    /// until [`Sender::resume_subflow`]. What it had been given still sits in its TCP's
+    /// queue and will cross the path first when it comes back, so the clamp of B_s keeps
+    /// counting that queue then (`ghost_end`, as for the copies of [`Sender::on_ack`]).
+    /// Returns the bytes taken back.
+    pub fn suspend_subflow(&mut self, id: SubflowId) -> u64 {
+        if self.retired.contains(&id) {
+            return 0;
+        }
+        let moved = self.take_back(id);
+        self.retired.insert(id);
+        let a = self.subflows.entry(id).or_default();
+        a.outstanding = 0;
+        let end = (a.acked.0 + a.kernel_queued + a.written).saturating_sub(a.written_seen);
+        a.ghost_end = a.ghost_end.max(end);
+        moved
+    }
+
+    /// A suspended subflow's path carries packets again: it is scheduled on as before, with
+    /// its books kept ([`Sender::suspend_subflow`]). A removed subflow comes back only
+    /// through [`Sender::add_subflow`].
+    pub fn resume_subflow(&mut self, id: SubflowId) {
+        if self.subflows.contains_key(&id) {
+            self.retired.remove(&id);
+        }
+    }
+
     /// Some of a subflow's data may be lost but the subflow lives on (a helper lost one of its
     /// pipes, `PATH_RESET`): everything in flight on it is scheduled again, on any subflow.
     /// Returns the bytes taken back.

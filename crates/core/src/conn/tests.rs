@@ -1301,3 +1301,94 @@ fn copies_another_path_delivered_still_hold_their_subflows_queue() {
     };
     assert_eq!(seen.lock().unwrap()[0].queued, frame);
 }
+
+/// A stale subflow (its path stopped carrying packets, its connection kept): its data goes
+/// again on the others and it gets nothing new, yet when it resumes, what its TCP still holds
+/// counts in front of anything new, and the receiver takes the late originals as duplicates.
+#[test]
+fn a_suspended_subflow_hands_its_data_on_and_resumes_behind_its_old_queue() {
+    let seen: Seen = Default::default();
+    let (mut tx, mut rx, s) = stream_pair(Box::new(Watched(seen.clone())));
+    let ovh = mpbond_proto::DATA_OVERHEAD as u64;
+    let frame = 1000 + ovh;
+    tx.write(s, Bytes::from(pattern(4000, 7))).unwrap();
+    let mut views = vec![
+        PathView::new(SubflowId(0), PathKind::Direct),
+        PathView::new(SubflowId(1), PathKind::Direct),
+    ];
+    views[1].idle = false;
+    let mut originals = Vec::new();
+    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
+        assert_eq!(t.subflow, SubflowId(0));
+        originals.push(t);
+    }
+    assert_eq!(originals.len(), 4);
+    // Subflow 0's path goes silent: its four segments are handed to subflow 1, and nothing
+    // goes to subflow 0 although its view says idle.
+    assert_eq!(tx.suspend_subflow(SubflowId(0)), 4000);
+    assert_eq!(
+        tx.suspend_subflow(SubflowId(0)),
+        0,
+        "suspending twice moves nothing"
+    );
+    views[0].idle = true;
+    views[1].idle = true;
+    let mut copies = 0;
+    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
+        assert_eq!(t.subflow, SubflowId(1), "{t:?}");
+        assert!(t.reinjected);
+        rx.on_data(Time::ZERO, s, t.dsn, t.payload.clone()).unwrap();
+        copies += 1;
+    }
+    assert_eq!(copies, 4);
+    tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
+    assert_eq!(tx.outstanding(SubflowId(0)), 0);
+    // The path comes back with its four frames still queued in its TCP: new data may go
+    // there again, and PAD sees those frames in front of it.
+    tx.resume_subflow(SubflowId(0));
+    // (The sender marks a suspended subflow's view busy; the owner's next view is fresh.)
+    views[0].idle = true;
+    views[1].idle = false;
+    views[0].queued = 4 * frame;
+    tx.write(s, Bytes::from(pattern(1000, 8))).unwrap();
+    let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+        panic!("new data");
+    };
+    assert_eq!(
+        (t.subflow, t.dsn, t.reinjected),
+        (SubflowId(0), 4000, false)
+    );
+    assert_eq!(seen.lock().unwrap()[0].queued, 4 * frame);
+    // The late originals arrive after the copies: duplicates, and the bytes are intact.
+    for o in &originals {
+        rx.on_data(Time::ZERO, s, o.dsn, o.payload.clone()).unwrap();
+    }
+    rx.on_data(Time::ZERO, s, t.dsn, t.payload.clone()).unwrap();
+    tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
+    let mut got = Vec::new();
+    while let Some(b) = rx.read(s, usize::MAX) {
+        got.extend_from_slice(&b);
+    }
+    let mut want = pattern(4000, 7);
+    want.extend(pattern(1000, 8));
+    assert_eq!(got, want);
+    assert_eq!(tx.outstanding(SubflowId(0)), 0);
+}
+
+/// Resuming a subflow that was removed (its connection closed) does not bring it back: only
+/// `add_subflow` does.
+#[test]
+fn a_removed_subflow_is_not_resumed() {
+    let (mut tx, _rx, s) = stream_pair(Box::new(LowestIdle));
+    tx.write(s, Bytes::from(pattern(1000, 1))).unwrap();
+    tx.remove_subflow(SubflowId(0));
+    tx.resume_subflow(SubflowId(0));
+    let mut views = vec![PathView::new(SubflowId(0), PathKind::Direct)];
+    assert!(tx.poll_transmit(Time::ZERO, &mut views).is_none());
+    tx.add_subflow(SubflowId(0), PathKind::Direct);
+    views[0].idle = true;
+    assert!(matches!(
+        tx.poll_transmit(Time::ZERO, &mut views),
+        Some(Output::Data(_))
+    ));
+}

@@ -21,6 +21,7 @@ use super::HelperShared;
 use crate::config::{BufferingEstimate, FeedbackPolicy};
 use crate::keys::PublicKey;
 use crate::link::{self, Link, LinkWriter, Security};
+use crate::liveness::{AwayCheck, Liveness, Reading, Verdict, Why};
 use crate::meter::Meter;
 use crate::status::{LinkStatus, Metrics, RelayStatus};
 use crate::sys;
@@ -66,7 +67,8 @@ struct Slot {
     meter: Meter,
     /// A pipe's drain rate while the buffer keeps it busy (Th_p in feedback).
     goodput: mpbond_core::Goodput,
-    unacked_since: Option<Instant>,
+    /// Live, stale or dead ([`crate::liveness`]).
+    live: Liveness,
     last_sent: Arc<AtomicU64>,
     /// When a byte last arrived ([`sys::mono_ms`]).
     last_rx: Arc<AtomicU64>,
@@ -116,6 +118,8 @@ struct State {
     /// proxy, the HS-Path's to the primary.
     down_gate: FeedbackGate,
     up_gate: FeedbackGate,
+    /// Whether the relay itself was away between liveness checks.
+    away: AwayCheck,
 }
 
 /// The relay for one primary.
@@ -245,7 +249,7 @@ impl Relay {
             tasks: vec![rd, wr],
             meter: Meter::new(0.0, 0.0),
             goodput: mpbond_core::Goodput::default(),
-            unacked_since: None,
+            live: Liveness::default(),
             last_sent,
             last_rx,
             data_segs_seen: 0,
@@ -786,10 +790,18 @@ impl Relay {
         let now = Instant::now();
         let now_ms = self.now_ms();
         let mut dead = Vec::new();
+        // The HS-Path went stale (why) or came back (after how long).
+        let mut hs_event: Option<Result<Why, Duration>> = None;
         {
             let mut st = self.st();
             let st = &mut *st;
             let now_rx = sys::mono_ms();
+            if st.away.away(now, stall) {
+                // We were not running: nobody gets blamed for our absence.
+                for s in st.pipes.iter().chain(st.hs.iter()) {
+                    s.last_rx.store(now_rx, Ordering::Relaxed);
+                }
+            }
             let hs_id = st.hs.as_ref().map(|h| h.id);
             let selected = &st.selected;
             for s in st.pipes.iter_mut().chain(st.hs.iter_mut()) {
@@ -818,19 +830,24 @@ impl Relay {
                     PING_EVERY,
                     stall,
                 );
-                if !s.blocked.load(Ordering::Relaxed) && check.silent_too_long {
-                    dead.push(s.id);
-                    continue;
-                }
-                if s.meter.tcp.unacked_bytes > 0 {
-                    let since = *s.unacked_since.get_or_insert(now);
-                    if now - since >= stall
-                        && u128::from(s.meter.tcp.last_ack_recv_ms) >= stall.as_millis()
-                    {
-                        dead.push(s.id);
+                let is_hs = Some(s.id) == hs_id;
+                let reading = Reading {
+                    silent_too_long: !s.blocked.load(Ordering::Relaxed) && check.silent_too_long,
+                    unacked: s.meter.tcp.unacked_bytes,
+                    since_ack: Duration::from_millis(u64::from(s.meter.tcp.last_ack_recv_ms)),
+                    bytes_acked: s.meter.tcp.bytes_acked,
+                    last_rx_ms: s.last_rx.load(Ordering::Relaxed),
+                };
+                // The HS-Path goes stale and keeps its connection; a pipe dies at the stall.
+                let dead_after = self.shared.tuning.dead_after().filter(|_| is_hs);
+                match s.live.update(&reading, now, stall, dead_after) {
+                    Verdict::Live | Verdict::StillStale => {}
+                    Verdict::Dead(why) => {
+                        dead.push((s.id, why));
+                        continue;
                     }
-                } else {
-                    s.unacked_since = None;
+                    Verdict::Stale(why) => hs_event = Some(Ok(why)),
+                    Verdict::Back(after) => hs_event = Some(Err(after)),
                 }
                 if check.ping_every.is_some_and(|p| {
                     now_ms.saturating_sub(s.last_sent.load(Ordering::Relaxed))
@@ -875,8 +892,27 @@ impl Relay {
                     .unwrap_or_default(),
             };
         }
-        for id in dead {
-            self.link_down(id, "stalled: no progress within the stall timeout");
+        match hs_event {
+            Some(Ok(why)) => {
+                Metrics::inc(&self.shared.metrics.links_stale);
+                tracing::warn!(primary = %self.primary_name, why = why.text(), "HS-Path stale");
+                // The primary's bytes in flight over it go again on its other subflows;
+                // what this relay holds for the pipe keeps flowing.
+                let sf = self.st().subflow;
+                if let Some(subflow) = sf {
+                    self.ctrl_any_pipe(Frame::PathReset {
+                        subflow,
+                        reason: Reason::TIMEOUT,
+                    });
+                }
+            }
+            Some(Err(after)) => {
+                tracing::warn!(primary = %self.primary_name, stale_for = ?after, "HS-Path back");
+            }
+            None => {}
+        }
+        for (id, why) in dead {
+            self.link_down(id, why.text());
         }
     }
 

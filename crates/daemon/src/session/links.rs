@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use super::{Event, LinkId, Session, Side, PING_EVERY};
 use crate::keys::PublicKey;
 use crate::link::{Link, LinkWriter};
+use crate::liveness::{Liveness, Reading, Verdict, Why};
 use crate::meter::Meter;
 use crate::queue_guard::{self, GuardReading, QueueGuard};
 use crate::status::{LinkStatus, Metrics, PipeStatus, SubflowStatus};
@@ -41,7 +42,8 @@ pub(super) struct LinkState {
     pub idle: bool,
     /// The link's current TCP_NOTSENT_LOWAT, bytes.
     pub lowat: u64,
-    unacked_since: Option<Instant>,
+    /// Live, stale or dead ([`crate::liveness`]).
+    live: Liveness,
     /// TCP's acknowledged bytes at the last reading that found them grown, or found
     /// nothing unacknowledged, and when ([`acks_stalled`]).
     acked_progress: (u64, Instant),
@@ -170,7 +172,7 @@ impl Session {
                 last_sent: Instant::now(),
                 idle: true,
                 lowat,
-                unacked_since: None,
+                live: Liveness::default(),
                 acked_progress: (0, Instant::now()),
                 last_rx,
                 data_segs_seen: 0,
@@ -438,20 +440,33 @@ impl Session {
     }
 
     /// Liveness and pings (every 100 ms). Every endpoint sends something at least every
-    /// [`PING_EVERY`], so a link is dead when, for the stall timeout, either
+    /// [`PING_EVERY`], so a link has stalled when, for the stall timeout, either
     /// - no byte arrived from the peer (the path or the peer stopped; this also catches a
     ///   middlebox or a hung peer whose kernel still acknowledges), or
     /// - data we sent stayed unacknowledged with no ACK at all (the kernel's view: the path
     ///   stopped carrying packets).
     ///
+    /// A stalled WAN link (the proxy's links, the primary's PS-Path) goes stale: its
+    /// subflow's data is reinjected and it gets nothing new, but it keeps its connection and
+    /// is scheduled on again when the path shows life; it dies only after the dead timeout
+    /// (a pipe at the stall; [`crate::liveness`]).
+    ///
     /// A peer that our own backpressure silences cannot trip either rule: its kernel still
     /// sends window probes, ours answers them, and nothing of ours is unacknowledged.
     pub(super) fn liveness(&mut self) {
         let stall = self.spec.tuning.stall_timeout.0;
+        let dead_after = self.spec.tuning.dead_after();
+        let side = self.spec.side;
         let now = Instant::now();
         let now_ms = crate::sys::mono_ms();
-        let mut dead = Vec::new();
+        let mut events = Vec::new();
         let mut ping = Vec::new();
+        if self.away.away(now, stall) {
+            // We were not running: nobody gets blamed for our absence.
+            for l in self.links.values() {
+                l.last_rx.store(now_ms, Ordering::Relaxed);
+            }
+        }
         for (&id, l) in self.links.iter_mut() {
             crate::link::heard_in_kernel(
                 &l.last_rx,
@@ -459,7 +474,8 @@ impl Session {
                 l.meter.tcp.data_segs_in,
                 now_ms,
             );
-            let silent = now_ms.saturating_sub(l.last_rx.load(Ordering::Relaxed));
+            let last_rx_ms = l.last_rx.load(Ordering::Relaxed);
+            let silent = now_ms.saturating_sub(last_rx_ms);
             let check = l.activity.check(
                 &l.meter.tcp,
                 l.writer.pending() as u64,
@@ -470,19 +486,24 @@ impl Session {
                 PING_EVERY,
                 stall,
             );
-            if check.silent_too_long {
-                dead.push((id, "stalled: nothing received within the stall timeout"));
-                continue;
-            }
-            if l.meter.tcp.unacked_bytes > 0 {
-                let since = *l.unacked_since.get_or_insert(now);
-                if now - since >= stall
-                    && u128::from(l.meter.tcp.last_ack_recv_ms) >= stall.as_millis()
-                {
-                    dead.push((id, "stalled: no ACK within the stall timeout"));
+            let reading = Reading {
+                silent_too_long: check.silent_too_long,
+                unacked: l.meter.tcp.unacked_bytes,
+                since_ack: Duration::from_millis(u64::from(l.meter.tcp.last_ack_recv_ms)),
+                bytes_acked: l.meter.tcp.bytes_acked,
+                last_rx_ms,
+            };
+            // The proxy's links are all WAN paths; the primary's are its PS-Path and pipes.
+            let wan = side == Side::Proxy || l.helper.is_none();
+            let verdict = l
+                .live
+                .update(&reading, now, stall, dead_after.filter(|_| wan));
+            match verdict {
+                Verdict::Live | Verdict::StillStale => {}
+                other => {
+                    events.push((id, other));
+                    continue;
                 }
-            } else {
-                l.unacked_since = None;
             }
             if check.ping_every.is_some_and(|p| now - l.last_sent >= p) && l.writer.pending() == 0 {
                 ping.push(id);
@@ -492,8 +513,54 @@ impl Session {
             self.push(id, &Frame::Ping { nonce: id });
             self.flush_link(id);
         }
-        for (id, why) in dead {
-            self.link_down(id, why);
+        for (id, verdict) in events {
+            match verdict {
+                Verdict::Dead(why) => self.link_down(id, why.text()),
+                Verdict::Stale(why) => self.link_stale(id, why),
+                Verdict::Back(after) => self.link_back(id, after),
+                Verdict::Live | Verdict::StillStale => {}
+            }
+        }
+    }
+
+    /// A WAN link stalled but keeps its connection ([`crate::liveness`]): once its subflow
+    /// has no live link left, its data in flight goes to the others and it gets nothing new.
+    fn link_stale(&mut self, link: LinkId, why: Why) {
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        Metrics::inc(&self.spec.metrics.links_stale);
+        let sfid = l.subflow;
+        tracing::warn!(session = %self.spec.id, link = %l.name, peer = %l.peer_addr, why = why.text(), "link stale");
+        let Some(sfid) = sfid else {
+            return;
+        };
+        if self.subflow_link(sfid, true).is_none() {
+            let n = self.sender.suspend_subflow(sfid);
+            tracing::info!(session = %self.spec.id, subflow = %sfid, bytes = n, "subflow stale: reinjecting");
+            // The primary may not see a helper's HS-Path stall (a hung helper's pipe still
+            // acknowledges): it sends its own bytes in flight over that helper again.
+            let helper = self
+                .subflows
+                .get(&sfid)
+                .is_some_and(|s| s.kind == PathKind::Helper);
+            if self.spec.side == Side::Proxy && helper {
+                self.send_control(&Frame::PathReset {
+                    subflow: sfid,
+                    reason: Reason::TIMEOUT,
+                });
+            }
+        }
+    }
+
+    /// A stale link carries packets again: its subflow is scheduled on again.
+    fn link_back(&mut self, link: LinkId, after: Duration) {
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        tracing::warn!(session = %self.spec.id, link = %l.name, peer = %l.peer_addr, stale_for = ?after, "link back");
+        if let Some(sfid) = l.subflow {
+            self.sender.resume_subflow(sfid);
         }
     }
 
@@ -504,7 +571,7 @@ impl Session {
             .links
             .iter()
             .copied()
-            .filter(|l| self.links.contains_key(l))
+            .filter(|l| self.links.get(l).is_some_and(|x| !x.live.is_stale()))
             .collect();
         if alive.len() <= 1 || !data {
             return alive.first().copied();
@@ -549,11 +616,12 @@ impl Session {
                     link: l,
                     direct: kind == PathKind::Direct,
                     srtt: x.meter.est.srtt(),
-                    stalled: acks_stalled(
-                        x.meter.tcp.unacked_bytes,
-                        x.acked_progress.1.elapsed(),
-                        x.meter.est.min_rtt(),
-                    ),
+                    stalled: x.live.is_stale()
+                        || acks_stalled(
+                            x.meter.tcp.unacked_bytes,
+                            x.acked_progress.1.elapsed(),
+                            x.meter.est.min_rtt(),
+                        ),
                 })
             })
             .collect();
@@ -636,6 +704,9 @@ impl Session {
                     .get(&id)
                     .map(|s| s.links.clone())
                     .unwrap_or_default()
+                    .into_iter()
+                    .filter(|l| self.links.get(l).is_some_and(|x| !x.live.is_stale()))
+                    .collect()
             } else {
                 self.subflow_link(id, true).into_iter().collect()
             };

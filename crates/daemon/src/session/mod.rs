@@ -273,6 +273,8 @@ pub struct Session {
     joining: HashMap<PublicKey, Instant>,
     /// Primary: helpers that must be asked to join again after this time.
     rejoin_after: HashMap<PublicKey, Instant>,
+    /// Whether this end itself was away between liveness checks (`crate::liveness`).
+    away: crate::liveness::AwayCheck,
     /// Primary: the subflow of each joined helper.
     helper_subflow: HashMap<PublicKey, SubflowId>,
     /// Primary: each helper's name and pipe policy.
@@ -340,6 +342,7 @@ impl Session {
             next_subflow: 1,
             joining: HashMap::new(),
             rejoin_after: HashMap::new(),
+            away: Default::default(),
             helper_subflow: HashMap::new(),
             pipe_policies: HashMap::new(),
             orphaned_since: Some(Instant::now()),

@@ -135,9 +135,14 @@ pub struct SimArgs {
     /// else pipe + PS-Path).
     #[arg(long, default_value = "hs")]
     feedback: String,
-    /// A path with data outstanding and no progress for this long is declared dead.
+    /// A path with data outstanding and no progress for this long has stalled: a WAN path
+    /// goes stale (its data goes elsewhere, its connections stay), a pipe is dead.
     #[arg(long, default_value = "1s", value_name = "DUR")]
     stall_timeout: String,
+    /// How long a stalled WAN path stays stale before it is dead, as the daemons'
+    /// `tuning.dead_timeout`; 0s: dead at the stall, as before stale paths.
+    #[arg(long, default_value = "10s", value_name = "DUR")]
+    dead_timeout: String,
     /// Leave a dead subflow dead, as the simulator did before it modelled the daemons'
     /// rejoin (the PS-Path reconnecting at once, a helper joining again a second later).
     #[arg(long)]
@@ -419,6 +424,7 @@ impl SimArgs {
                     sc.feedback_interval = parse_duration(&self.feedback_interval)?;
                     sc.feedback_route = feedback_route;
                     sc.stall_timeout = parse_duration(&self.stall_timeout)?;
+                    sc.dead_timeout = parse_duration(&self.dead_timeout)?;
                     sc.rejoin = !self.no_rejoin;
                     sc.seed = self.seed;
                     sc.pipe_radio = pipe_radio;
