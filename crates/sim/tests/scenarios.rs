@@ -204,6 +204,18 @@ fn unknown_scheduler_is_a_clear_error() {
     assert!(e.to_string().contains("choose one of"), "{e}");
 }
 
+/// 12 MB over the paper's setting with two devices, `link` out of service from 1 s to 4 s
+/// (then at 8 Mbit/s), with `set` applied to the scenario.
+fn outage_of(link: &str, set: impl Fn(&mut Scenario)) -> SimResult {
+    let mut sc = Scenario::paper_common(1, 12_000_000, "pams");
+    sc.apply(&Change::parse(&format!("1s:{link}=down")).unwrap())
+        .unwrap();
+    sc.apply(&Change::parse(&format!("4s:{link}=8")).unwrap())
+        .unwrap();
+    set(&mut sc);
+    run(&sc).unwrap()
+}
+
 /// Both ways of losing a path for a while: a dead subflow comes back once its link serves
 /// again (the PS-Path at once, a helper a second after it died, as the daemons do) and
 /// carries data again; with `rejoin` off it stays dead and the download takes longer.
@@ -211,15 +223,11 @@ fn unknown_scheduler_is_a_clear_error() {
 fn a_path_back_from_an_outage_rejoins_and_carries_data_again() {
     for (link, name) in [("ps", "ps"), ("hs1", "helper1")] {
         let outage = |rejoin: bool| {
-            let mut sc = Scenario::paper_common(1, 12_000_000, "pams");
-            sc.apply(&Change::parse(&format!("1s:{link}=down")).unwrap())
-                .unwrap();
-            sc.apply(&Change::parse(&format!("4s:{link}=8")).unwrap())
-                .unwrap();
-            sc.rejoin = rejoin;
-            // Dead at the stall, as before stale paths.
-            sc.dead_timeout = Duration::ZERO;
-            run(&sc).unwrap()
+            outage_of(link, |sc| {
+                sc.rejoin = rejoin;
+                // Dead at the stall, as before stale paths.
+                sc.dead_timeout = Duration::ZERO;
+            })
         };
         let back = outage(true);
         let gone = outage(false);
@@ -254,15 +262,7 @@ fn a_path_back_from_an_outage_rejoins_and_carries_data_again() {
 #[test]
 fn a_stale_path_comes_back_on_its_own_connection() {
     for (link, name) in [("ps", "ps"), ("hs1", "helper1")] {
-        let outage = |dead: Duration| {
-            let mut sc = Scenario::paper_common(1, 12_000_000, "pams");
-            sc.apply(&Change::parse(&format!("1s:{link}=down")).unwrap())
-                .unwrap();
-            sc.apply(&Change::parse(&format!("4s:{link}=8")).unwrap())
-                .unwrap();
-            sc.dead_timeout = dead;
-            run(&sc).unwrap()
-        };
+        let outage = |dead: Duration| outage_of(link, |sc| sc.dead_timeout = dead);
         let stale = outage(Duration::from_secs(10));
         let dead = outage(Duration::from_secs(1));
         for r in [&stale, &dead] {

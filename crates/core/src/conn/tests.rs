@@ -1246,6 +1246,26 @@ fn a_requests_ack_overtakes_its_answer_so_the_request_is_not_sent_again() {
     );
 }
 
+/// A stream of 4000 bytes (`pattern(4000, seed)`) whose four 1000-byte segments all went on
+/// subflow 0 (subflow 1 busy), with a scheduler that records the views it decides from.
+fn four_on_subflow_zero(seed: u64) -> (Seen, Sender, Receiver, StreamId, Vec<Transmit>) {
+    let seen: Seen = Default::default();
+    let (mut tx, rx, s) = stream_pair(Box::new(Watched(seen.clone())));
+    tx.write(s, Bytes::from(pattern(4000, seed))).unwrap();
+    let mut views = vec![
+        PathView::new(SubflowId(0), PathKind::Direct),
+        PathView::new(SubflowId(1), PathKind::Direct),
+    ];
+    views[1].idle = false;
+    let mut originals = Vec::new();
+    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
+        assert_eq!(t.subflow, SubflowId(0));
+        originals.push(t);
+    }
+    assert_eq!(originals.len(), 4);
+    (seen, tx, rx, s, originals)
+}
+
 /// A copy the receiver had through another path still holds its own subflow's queue: a
 /// dead subflow's data, rescued onto subflow 1 after the dead one had in fact delivered it
 /// (its ACKs were lost in an uplink outage), is acknowledged at once, but subflow 1's TCP
@@ -1256,19 +1276,10 @@ fn a_requests_ack_overtakes_its_answer_so_the_request_is_not_sent_again() {
 /// 3.5 s behind 800 KB of such copies while the PS-Path, back from its outage, idled).
 #[test]
 fn copies_another_path_delivered_still_hold_their_subflows_queue() {
-    let seen: Seen = Default::default();
-    let (mut tx, mut rx, s) = stream_pair(Box::new(Watched(seen.clone())));
-    let ovh = mpbond_proto::DATA_OVERHEAD as u64;
-    let frame = 1000 + ovh;
-    tx.write(s, Bytes::from(pattern(4000, 3))).unwrap();
-    // Four segments on subflow 0, which the receiver gets.
-    let mut views = vec![
-        PathView::new(SubflowId(0), PathKind::Direct),
-        PathView::new(SubflowId(1), PathKind::Direct),
-    ];
-    views[1].idle = false;
-    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
-        assert_eq!(t.subflow, SubflowId(0));
+    let (seen, mut tx, mut rx, s, originals) = four_on_subflow_zero(3);
+    let frame = 1000 + mpbond_proto::DATA_OVERHEAD as u64;
+    // The receiver gets the four segments.
+    for t in &originals {
         rx.on_data(Time::ZERO, s, t.dsn, t.payload.clone()).unwrap();
     }
     // Subflow 0 is declared dead before its ACKs come back: its four segments go again on
@@ -1307,22 +1318,12 @@ fn copies_another_path_delivered_still_hold_their_subflows_queue() {
 /// counts in front of anything new, and the receiver takes the late originals as duplicates.
 #[test]
 fn a_suspended_subflow_hands_its_data_on_and_resumes_behind_its_old_queue() {
-    let seen: Seen = Default::default();
-    let (mut tx, mut rx, s) = stream_pair(Box::new(Watched(seen.clone())));
-    let ovh = mpbond_proto::DATA_OVERHEAD as u64;
-    let frame = 1000 + ovh;
-    tx.write(s, Bytes::from(pattern(4000, 7))).unwrap();
+    let (seen, mut tx, mut rx, s, originals) = four_on_subflow_zero(7);
+    let frame = 1000 + mpbond_proto::DATA_OVERHEAD as u64;
     let mut views = vec![
         PathView::new(SubflowId(0), PathKind::Direct),
         PathView::new(SubflowId(1), PathKind::Direct),
     ];
-    views[1].idle = false;
-    let mut originals = Vec::new();
-    while let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) {
-        assert_eq!(t.subflow, SubflowId(0));
-        originals.push(t);
-    }
-    assert_eq!(originals.len(), 4);
     // Subflow 0's path goes silent: its four segments are handed to subflow 1, and nothing
     // goes to subflow 0 although its view says idle.
     assert_eq!(tx.suspend_subflow(SubflowId(0)), 4000);
