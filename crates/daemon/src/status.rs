@@ -221,6 +221,10 @@ pub struct LinkStatus {
     /// proxy's HS-Paths, `tuning.hs_congestion` set it; empty if it could not be read.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub congestion: String,
+    /// Stalled, its connection kept: it gets no new data until the path shows life
+    /// ([`crate::liveness`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
 }
 
 /// Pipe (or second-hop) state reported by a helper.
@@ -362,12 +366,13 @@ impl NodeStatus {
                 for l in &f.links {
                     let _ = writeln!(
                         o,
-                        "       link {:<8} {:<22} cwnd {:>9} B  unacked {:>9} B  rate {:>8.2} Mbit/s",
+                        "       link {:<8} {:<22} cwnd {:>9} B  unacked {:>9} B  rate {:>8.2} Mbit/s{}",
                         l.name,
                         l.peer,
                         l.tcp.cwnd_bytes,
                         l.tcp.unacked_bytes,
-                        l.tcp.delivery_rate as f64 * 8.0 / 1e6
+                        l.tcp.delivery_rate as f64 * 8.0 / 1e6,
+                        if l.stale { "  stale" } else { "" }
                     );
                 }
             }

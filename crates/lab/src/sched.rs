@@ -218,6 +218,7 @@ mod tests {
                     tcp: Default::default(),
                     pacing_cap: None,
                     congestion: String::new(),
+                    stale: false,
                 })
                 .collect(),
         }

@@ -303,8 +303,19 @@ fn hung_helper_goes_stale_and_carries_data_again_when_it_wakes() {
     let t = slow_download(&c, n, 12, 12_000_000);
     thread::sleep(Duration::from_millis(700));
     c.helpers[0].pause();
+    // The proxy's status shows the helper's link stale while it hangs.
+    let shown = wait_until(Duration::from_secs(5), || {
+        c.proxy.status().is_some_and(|st| {
+            st.sessions
+                .iter()
+                .flat_map(|s| &s.subflows)
+                .flat_map(|f| &f.links)
+                .any(|l| l.stale)
+        })
+    });
     let got = t.join().unwrap();
     c.helpers[0].resume();
+    assert!(shown, "no stale link in the proxy's status\n{}", c.logs());
     let got = got.unwrap_or_else(|e| panic!("{e}\n{}", c.logs()));
     assert!(
         got == content(12, n),

@@ -97,6 +97,7 @@ impl Slot {
             // The helper's relay has no queue guard (docs/design.md).
             pacing_cap: None,
             congestion: crate::sys::congestion(self.sock.as_ref()).unwrap_or_default(),
+            stale: self.live.is_stale(),
         }
     }
 }

@@ -766,6 +766,7 @@ impl Session {
                         tcp: l.meter.tcp,
                         pacing_cap: l.guard.cap(),
                         congestion: sys::congestion(l.writer.sock().as_ref()).unwrap_or_default(),
+                        stale: l.live.is_stale(),
                     })
                     .collect();
                 let ests: Vec<&PathEstimator> = sf
