@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 /// A stale link is back only once its TCP holds at most this much unacknowledged: what it
 /// had queued when it stalled has crossed (a ping or two may be on the way). Bytes from a
 /// peer in an uplink outage come in bursts at the uplink's rare delivery opportunities, and
-/// a link taken back at the first of them stalled again a second later, each time sending
-/// its new data again elsewhere (11d, three devices: the AT&T HS-Path five times a run).
+/// a link taken back at the first of them stalled again within seconds, each time sending
+/// its new data again elsewhere (11d, three devices: the AT&T HS-Path four times in a run
+/// with logs).
 pub const BACK_UNACKED: u64 = 4096;
 
 /// Why a link stalled.
