@@ -65,6 +65,7 @@ const HELPER_REJOIN_AFTER: Duration = Duration::from_secs(1);
 /// A stale path is back once its TCP has made progress and holds at most this much
 /// unacknowledged, as in the daemons (`mpbond_daemon::liveness::BACK_UNACKED`).
 const BACK_UNACKED: u64 = 4096;
+
 /// Bytes a rejoin's handshake needs from the link toward the primary or helper (SYN-ACK and
 /// the join's answer).
 const HANDSHAKE_BYTES: u64 = 120;
@@ -1101,7 +1102,8 @@ impl<'a> World<'a> {
     /// Whether subflow `s`'s WAN path is dead by the daemons' rule (`mpbond_daemon::
     /// liveness`): stalled for the stall timeout with no dead timeout, or stale for the dead
     /// timeout. On the way it makes the path stale when it stalls (its data goes elsewhere,
-    /// its connections stay) and brings a stale one back when its TCP makes progress.
+    /// its connections stay) and brings a stale one back when its TCP has made progress and
+    /// delivered what it held ([`BACK_UNACKED`]).
     fn wan_stalled(&mut self, s: usize, limit: Duration) -> bool {
         let f = flow_of_subflow(s);
         let dead_after = self.sc.dead_timeout;
