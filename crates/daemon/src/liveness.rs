@@ -64,6 +64,20 @@ pub struct Reading {
     pub last_rx_ms: u64,
 }
 
+impl Reading {
+    /// A reading from a fresh TCP_INFO, the activity check's verdict on the peer's silence
+    /// and when a byte from the peer last arrived.
+    pub fn of(info: &crate::sys::TcpInfo, silent_too_long: bool, last_rx_ms: u64) -> Self {
+        Reading {
+            silent_too_long,
+            unacked: info.unacked_bytes,
+            since_ack: Duration::from_millis(u64::from(info.last_ack_recv_ms)),
+            bytes_acked: info.bytes_acked,
+            last_rx_ms,
+        }
+    }
+}
+
 /// What a check found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {

@@ -16,9 +16,14 @@ const RR: &str = "scheduler = \"roundrobin\"";
 
 /// Bytes the proxy reinjected in its session (recalls and failed subflows).
 fn reinjected(c: &Cluster) -> u64 {
-    let m = http_get(c.proxy.control, "/metrics").unwrap_or_default();
+    metric(c.proxy.control, "mpbond_bytes_reinjected_total")
+}
+
+/// The metric `name` of a daemon's control endpoint, 0 if absent.
+fn metric(control: std::net::SocketAddr, name: &str) -> u64 {
+    let m = http_get(control, "/metrics").unwrap_or_default();
     m.lines()
-        .find_map(|l| l.strip_prefix("mpbond_bytes_reinjected_total "))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
@@ -274,15 +279,6 @@ fn hung_helper_is_dropped_at_both_ends_and_rejoins_when_it_wakes() {
         helper.is_some_and(|b| b > 0),
         "the helper carries data again: {helper:?}"
     );
-}
-
-/// The metric `name` of a daemon's control endpoint, 0 if absent.
-fn metric(control: std::net::SocketAddr, name: &str) -> u64 {
-    let m = http_get(control, "/metrics").unwrap_or_default();
-    m.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// The same hang with the default liveness (`crate::liveness`): the HS-Path goes stale, its

@@ -667,12 +667,7 @@ impl<F> Tcp<F> {
         if self.recovery_until.is_none() {
             self.grow(now, len);
         }
-        self.rto_at = if self.inflight.is_empty() && self.lost.is_empty() {
-            None
-        } else {
-            Some(now + self.rto())
-        };
-        self.arm_probe(now);
+        self.rearm(now);
     }
 
     /// The retransmission timer fired at `now` (the owner checks [`Tcp::rto_deadline`]).
@@ -773,6 +768,12 @@ impl<F> Tcp<F> {
                 }
             }
         }
+        self.rearm(now);
+    }
+
+    /// After an ACK: the retransmission timer runs while anything is in flight or waits to be
+    /// resent, and the tail loss probe is armed again if due.
+    fn rearm(&mut self, now: Time) {
         self.rto_at = if self.inflight.is_empty() && self.lost.is_empty() {
             None
         } else {

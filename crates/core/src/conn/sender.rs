@@ -187,6 +187,17 @@ struct SubflowAcct {
     ghost_end: u64,
 }
 
+impl SubflowAcct {
+    /// Keeps the clamp of B_s counting the path's queue up to where byte `wire_end` of our
+    /// count of bytes written to it sits in its TCP stream, placed from the queue last seen
+    /// (our count may differ from the TCP's by control frames, but not over that short a
+    /// stretch).
+    fn hold_queue_to(&mut self, wire_end: u64) {
+        let end = (self.acked.0 + self.kernel_queued + wire_end).saturating_sub(self.written_seen);
+        self.ghost_end = self.ghost_end.max(end);
+    }
+}
+
 /// A path with bytes in flight whose TCP acknowledged nothing for this long (or two
 /// smoothed RTTs if longer) is stalled: Linux's smallest retransmission timeout.
 const STALL_MIN: Duration = Duration::from_millis(200);
@@ -391,8 +402,8 @@ impl Sender {
         self.retired.insert(id);
         let a = self.subflows.entry(id).or_default();
         a.outstanding = 0;
-        let end = (a.acked.0 + a.kernel_queued + a.written).saturating_sub(a.written_seen);
-        a.ghost_end = a.ghost_end.max(end);
+        let written = a.written;
+        a.hold_queue_to(written);
         moved
     }
 
@@ -457,14 +468,10 @@ impl Sender {
         // received before the subflow was declared dead, a recalled range whose original
         // arrived first) still waits in its own subflow's TCP, in front of what was sent
         // there after it: the clamp of B_s keeps counting the path's queue up to it, as it
-        // does for the copies a late-head rescue leaves behind (`ghost_end`). Its place in
-        // the TCP stream is found from where the path's queue ended when last seen (our
-        // count of bytes written to it may differ from the TCP's by control frames, but not
-        // over that short a stretch).
+        // does for the copies a late-head rescue leaves behind (`ghost_end`).
         for (sf, wire_end) in copies {
             if let Some(a) = self.subflows.get_mut(&sf) {
-                let end = (a.acked.0 + a.kernel_queued + wire_end).saturating_sub(a.written_seen);
-                a.ghost_end = a.ghost_end.max(end);
+                a.hold_queue_to(wire_end);
             }
         }
         if now_sendable && !was_sendable {

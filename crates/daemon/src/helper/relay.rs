@@ -832,13 +832,11 @@ impl Relay {
                     stall,
                 );
                 let is_hs = Some(s.id) == hs_id;
-                let reading = Reading {
-                    silent_too_long: !s.blocked.load(Ordering::Relaxed) && check.silent_too_long,
-                    unacked: s.meter.tcp.unacked_bytes,
-                    since_ack: Duration::from_millis(u64::from(s.meter.tcp.last_ack_recv_ms)),
-                    bytes_acked: s.meter.tcp.bytes_acked,
-                    last_rx_ms: s.last_rx.load(Ordering::Relaxed),
-                };
+                let reading = Reading::of(
+                    &s.meter.tcp,
+                    !s.blocked.load(Ordering::Relaxed) && check.silent_too_long,
+                    s.last_rx.load(Ordering::Relaxed),
+                );
                 // The HS-Path goes stale and keeps its connection; a pipe dies at the stall.
                 let dead_after = self.shared.tuning.dead_after().filter(|_| is_hs);
                 match s.live.update(&reading, now, stall, dead_after) {

@@ -486,13 +486,7 @@ impl Session {
                 PING_EVERY,
                 stall,
             );
-            let reading = Reading {
-                silent_too_long: check.silent_too_long,
-                unacked: l.meter.tcp.unacked_bytes,
-                since_ack: Duration::from_millis(u64::from(l.meter.tcp.last_ack_recv_ms)),
-                bytes_acked: l.meter.tcp.bytes_acked,
-                last_rx_ms,
-            };
+            let reading = Reading::of(&l.meter.tcp, check.silent_too_long, last_rx_ms);
             // The proxy's links are all WAN paths; the primary's are its PS-Path and pipes.
             let wan = side == Side::Proxy || l.helper.is_none();
             let verdict = l
