@@ -748,7 +748,11 @@ pub fn run_one(
     let duration = sc.bulk_duration()?;
     let sample = sc.sample_interval()?;
     let player = match kind {
-        WorkloadKind::Video => Some(sc.player()?),
+        WorkloadKind::Video => {
+            let p = sc.player()?;
+            let reference = p.reference();
+            Some((p, reference))
+        }
         _ => None,
     };
     let emu_now = || tb.emu.as_ref().map_or(lead, |e| e.now());
@@ -866,8 +870,8 @@ pub fn run_one(
                 };
                 let mut s = http::connect(origin, &via).await?;
                 Ok(match (kind, player) {
-                    (WorkloadKind::Video, Some(p)) => {
-                        let (f, v) = p.play(s).await?;
+                    (WorkloadKind::Video, Some((p, reference))) => {
+                        let (f, v) = p.play(s, &reference).await?;
                         (f, vec![], Some(v))
                     }
                     (WorkloadKind::Upload, _) => {

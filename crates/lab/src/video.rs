@@ -223,8 +223,24 @@ impl Player {
         }
     }
 
-    /// Streams the whole video from `origin` over `s`. `progress` gets (seconds, bytes).
-    pub async fn play(&self, mut s: TcpStream) -> io::Result<(Fetch, VideoStats)> {
+    /// Bytes of one segment at rung `rung`.
+    fn segment_bytes(&self, rung: usize) -> u64 {
+        ((self.ladder[rung] * self.segment_s / 8.0).round() as u64).max(1)
+    }
+
+    /// The SHA-256 of a segment at every rung, for [`Player::play`] to check each segment
+    /// without delaying its next request (a real player asks as soon as the segment is in).
+    pub fn reference(&self) -> http::Reference {
+        http::Reference::of((0..self.ladder.len()).map(|r| (0, self.segment_bytes(r))))
+    }
+
+    /// Streams the whole video from `origin` over `s`, checking every segment against
+    /// `reference` ([`Player::reference`]). `progress` gets (seconds, bytes).
+    pub async fn play(
+        &self,
+        mut s: TcpStream,
+        reference: &http::Reference,
+    ) -> io::Result<(Fetch, VideoStats)> {
         let started = Instant::now();
         let n = (self.video_s / self.segment_s).ceil() as usize;
         let mut meter = Meter::default();
@@ -250,10 +266,10 @@ impl Player {
                 switches += 1;
             }
             current = Some(rung);
-            let size = ((self.ladder[rung] * self.segment_s / 8.0).round() as u64).max(1);
+            let size = self.segment_bytes(rung);
             let t0 = Instant::now();
             asked_s.push(started.elapsed().as_secs_f64());
-            let f = http::get(&mut s, size, None, t0).await?;
+            let f = http::get_checked(&mut s, size, None, t0, reference).await?;
             meter.add(f.bytes, f.seconds);
             intact &= f.intact;
             bytes += f.bytes;
@@ -292,8 +308,9 @@ pub async fn stream(
     via: &http::Via,
     p: &Player,
 ) -> io::Result<(Fetch, VideoStats)> {
+    let reference = p.reference();
     let s = http::connect(origin, via).await?;
-    p.play(s).await
+    p.play(s, &reference).await
 }
 
 #[cfg(test)]
