@@ -193,9 +193,11 @@ pub struct PamsConfig {
     /// The recall amount formula.
     pub recall: RecallAmount,
     /// After a recall, no further recall for this many RTTs of the recalled subflow's
-    /// sender-side path, so that PAD can reflect the first one (the cancel has to reach the
-    /// helper and fresh feedback has to come back). An mpbond addition; the paper does not say
-    /// how often reinjection may fire.
+    /// sender-side path, so that PAD can reflect the first one: its propagation RTT when the
+    /// recalled bytes all sat in the sender's own TCP queue (the books show the recall at
+    /// once), its smoothed RTT when the recall reached into a helper's buffer (the cancel has
+    /// to reach the helper and fresh feedback has to come back). An mpbond addition; the
+    /// paper does not say how often reinjection may fire.
     pub hold_rtts: f64,
     /// Lower bound of the hold-down time.
     pub min_hold: Duration,
@@ -543,14 +545,20 @@ impl Scheduler for Pams {
         if bytes == 0 {
             return None;
         }
-        // The hold lets PAD reflect the recall. A helper's recall is a cancel that crosses
-        // its HS-Path and feedback that comes back: one smoothed RTT there. A direct path's
-        // recall shows in the sender's own books at once (its outstanding bytes, and so the
-        // clamp of B_s, drop), so its propagation round trip is enough; its smoothed RTT
-        // would be a second or more on a path stalled in an LTE outage, and would block the
-        // next recall from that very path for as long.
+        // The hold lets PAD reflect the recall. A direct path's recall shows in the sender's
+        // own books at once (its outstanding bytes, and so the clamp of B_s, drop), so its
+        // propagation round trip is enough; its smoothed RTT would be a second or more on a
+        // path stalled in an LTE outage, and would block the next recall from that very
+        // path for as long. So does a helper's whose recalled bytes all still sit in the
+        // HS-Path's TCP here (a recall takes the highest DSNs, the last written): its
+        // outstanding bytes and the clamp of B_s and B_p drop at once, and the helper's
+        // buffer never held them. Only a recall that reaches into the helper's buffer needs
+        // the cancel to cross the HS-Path and feedback to come back: one smoothed RTT there,
+        // which a deep queue makes 0.7 s (11d, three devices; item 52 of
+        // docs/evaluation.md's "What we changed").
         let settle = match src.kind {
             PathKind::Direct => src.propagation_rtt(),
+            _ if bytes <= src.queued => src.propagation_rtt(),
             _ => src.rtt,
         };
         let hold = Duration::from_secs_f64((self.cfg.hold_rtts * settle).max(0.0));
@@ -1008,10 +1016,11 @@ mod tests {
     /// later, not one smoothed RTT: the sender's own books show the recall at once, and a
     /// direct path stalled in an outage has a smoothed RTT of a second (in the simulator,
     /// the AT&T PS-Path and Verizon HS-Path from 90 s, 2 MB: 2.791 s with the old hold,
-    /// 2.454 s with this one; `scripts/sim-traces`). A helper's recall still waits a round
-    /// trip of its HS-Path, which its cancel has to cross.
+    /// 2.454 s with this one; `scripts/sim-traces`). So may one from a helper whose recalled
+    /// bytes all sit in its HS-Path's TCP at the sender; one that reaches into the helper's
+    /// buffer waits a round trip of its HS-Path, which its cancel has to cross.
     #[test]
-    fn a_recall_from_a_stalled_direct_path_holds_for_its_propagation_round_trip() {
+    fn a_recall_holds_for_the_propagation_round_trip_unless_it_reaches_into_a_helpers_buffer() {
         let at = |ms: u64| SchedContext {
             now: Time::ZERO + Duration::from_millis(ms),
             ..ctx(0)
@@ -1031,7 +1040,9 @@ mod tests {
             s.reinjection(&at(60), &paths).map(|r| r.from),
             Some(SubflowId(1))
         );
-        // The same source as a helper subflow (empty pipe): a cancel must reach it first.
+        // The same source as a helper subflow whose bytes all still sit in its HS-Path's
+        // TCP at the sender (empty helper buffer): the books show the recall at once too,
+        // so the hold is the HS-Path's propagation round trip (50 ms).
         let mut h = helper(1, 1000.0, 8.0, 1_000_000, 4.0, 80.0, 0, false);
         h.min_rtt = 0.05;
         let paths = vec![direct(0, 50.0, 8.0, 0, true), h];
@@ -1039,6 +1050,24 @@ mod tests {
         assert_eq!(
             s.reinjection(&at(0), &paths).map(|r| r.from),
             Some(SubflowId(1))
+        );
+        assert_eq!(s.reinjection(&at(40), &paths), None, "within 50 ms");
+        assert_eq!(
+            s.reinjection(&at(60), &paths).map(|r| r.from),
+            Some(SubflowId(1))
+        );
+        // A helper whose recall reaches into its buffer (10 KB left in the HS-Path's TCP,
+        // 1 MB at the helper behind a 5 Mbit/s pipe): its cancel must cross the HS-Path and
+        // the helper's report come back before PAD shows the recall, one smoothed RTT.
+        let mut h = helper(1, 1000.0, 8.0, 10_000, 4.0, 5.0, 1_000_000, false);
+        h.min_rtt = 0.05;
+        let paths = vec![direct(0, 50.0, 8.0, 0, true), h];
+        let mut s = balanced();
+        let first = s.reinjection(&at(0), &paths).expect("a recall");
+        assert_eq!(first.from, SubflowId(1));
+        assert!(
+            first.bytes > 10_000,
+            "{first:?} reaches into the helper's buffer"
         );
         assert_eq!(
             s.reinjection(&at(60), &paths),
