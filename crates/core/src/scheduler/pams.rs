@@ -556,10 +556,10 @@ impl Scheduler for Pams {
         // the cancel to cross the HS-Path and feedback to come back: one smoothed RTT there,
         // which a deep queue makes 0.7 s (11d, three devices; item 52 of
         // docs/evaluation.md's "What we changed").
-        let settle = match src.kind {
-            PathKind::Direct => src.propagation_rtt(),
-            _ if bytes <= src.queued => src.propagation_rtt(),
-            _ => src.rtt,
+        let settle = if src.kind == PathKind::Direct || bytes <= src.queued {
+            src.propagation_rtt()
+        } else {
+            src.rtt
         };
         let hold = Duration::from_secs_f64((self.cfg.hold_rtts * settle).max(0.0));
         self.hold_until = ctx.now + hold.max(self.cfg.min_hold);
@@ -1025,37 +1025,30 @@ mod tests {
             now: Time::ZERO + Duration::from_millis(ms),
             ..ctx(0)
         };
-        // The PS-Path holds 1 MB at 1 MB/s behind a 1 s smoothed RTT (50 ms propagation);
-        // the other direct path is empty.
+        // A recall from `source` (subflow 1) beside an empty direct path, then the hold of
+        // its 50 ms propagation round trip, then the next recall.
+        let holds_for_its_propagation_round_trip = |source: PathView| {
+            let paths = vec![direct(0, 50.0, 8.0, 0, true), source];
+            let mut s = balanced();
+            assert_eq!(
+                s.reinjection(&at(0), &paths).map(|r| r.from),
+                Some(SubflowId(1))
+            );
+            assert_eq!(s.reinjection(&at(40), &paths), None, "within 50 ms");
+            assert_eq!(
+                s.reinjection(&at(60), &paths).map(|r| r.from),
+                Some(SubflowId(1))
+            );
+        };
+        // The PS-Path holds 1 MB at 1 MB/s behind a 1 s smoothed RTT (50 ms propagation).
         let mut stalled = direct(1, 1000.0, 8.0, 1_000_000, false);
         stalled.min_rtt = 0.05;
-        let paths = vec![direct(0, 50.0, 8.0, 0, true), stalled];
-        let mut s = balanced();
-        assert_eq!(
-            s.reinjection(&at(0), &paths).map(|r| r.from),
-            Some(SubflowId(1))
-        );
-        assert_eq!(s.reinjection(&at(40), &paths), None, "within 50 ms");
-        assert_eq!(
-            s.reinjection(&at(60), &paths).map(|r| r.from),
-            Some(SubflowId(1))
-        );
+        holds_for_its_propagation_round_trip(stalled);
         // The same source as a helper subflow whose bytes all still sit in its HS-Path's
-        // TCP at the sender (empty helper buffer): the books show the recall at once too,
-        // so the hold is the HS-Path's propagation round trip (50 ms).
+        // TCP at the sender (empty helper buffer): the books show the recall at once too.
         let mut h = helper(1, 1000.0, 8.0, 1_000_000, 4.0, 80.0, 0, false);
         h.min_rtt = 0.05;
-        let paths = vec![direct(0, 50.0, 8.0, 0, true), h];
-        let mut s = balanced();
-        assert_eq!(
-            s.reinjection(&at(0), &paths).map(|r| r.from),
-            Some(SubflowId(1))
-        );
-        assert_eq!(s.reinjection(&at(40), &paths), None, "within 50 ms");
-        assert_eq!(
-            s.reinjection(&at(60), &paths).map(|r| r.from),
-            Some(SubflowId(1))
-        );
+        holds_for_its_propagation_round_trip(h);
         // A helper whose recall reaches into its buffer (10 KB left in the HS-Path's TCP,
         // 1 MB at the helper behind a 5 Mbit/s pipe): its cancel must cross the HS-Path and
         // the helper's report come back before PAD shows the recall, one smoothed RTT.
