@@ -55,6 +55,15 @@ pub const QUEUED_RTT: f64 = 1.5;
 /// time constant, so that it follows a path that slowed as fast as the average does.
 pub const DRAIN_SPAN: Duration = Duration::from_millis(100);
 
+/// Time constant of [`PathEstimator::rate_shortfall`]'s average: long enough to span several
+/// of an LTE link's swings (its rate moves on scales of 0.1-1 s), short enough to forget a
+/// drive through a bad cell within a few seconds.
+pub const SHORTFALL_TAU: Duration = Duration::from_secs(1);
+
+/// Largest [`PathEstimator::rate_shortfall`] reported, in natural-log units: a path's rate is
+/// never taken to be less than half its estimate on its account.
+pub const MAX_SHORTFALL: f64 = std::f64::consts::LN_2;
+
 /// Smoothed RTTs after a loss for which the daemons and the simulator floor rate samples at
 /// the drain rate (`tuning.drain_floor`, `mpbond sim --drain-floor`): CUBIC's pause after a
 /// loss spoils the kernel's samples for two or three round trips.
@@ -157,6 +166,10 @@ pub struct PathEstimator {
     floor_rtts: f64,
     /// Until when rate samples are floored at the drain rate (after a loss).
     floor_until: Option<Time>,
+    /// The average of the squared shortfall ([`PathEstimator::rate_shortfall`]), and when it
+    /// last took a sample in.
+    shortfall_sq: f64,
+    shortfall_last: Option<Time>,
 }
 
 /// How long [`PathEstimator`] holds its level after a loss when asked to
@@ -187,6 +200,8 @@ impl PathEstimator {
             hold: None,
             floor_rtts: 0.0,
             floor_until: None,
+            shortfall_sq: 0.0,
+            shortfall_last: None,
         }
     }
 
@@ -214,6 +229,7 @@ impl PathEstimator {
         self.srtt = s.srtt;
         self.min_rtt = self.min_rtt.min(s.srtt);
         self.note_loss(&s);
+        self.note_shortfall(&s);
         // Readings that bring no rate sample leave `last` alone: the average's weight is the
         // time since the last sample it took in. Counting it from the last reading instead
         // (the daemons read every 5 ms; a 1 Mbit/s path acknowledges about every 20 ms)
@@ -351,6 +367,44 @@ impl PathEstimator {
         }
         let span = Duration::from_secs_f64((self.hold_rtts * s.srtt).min(MAX_LOSS_HOLD));
         self.hold = Some((level, s.now + span));
+    }
+
+    /// Takes in how far the rate the path's standing queue drained at
+    /// ([`TcpSample::drain_rate`], the last [`DRAIN_SPAN`]) fell short of the estimate before
+    /// this sample: `ln(estimate / drain rate)`, or 0 when the path delivered at least its
+    /// estimate. Without a standing queue the drain rate says nothing (the sender, not the
+    /// path, set the pace) and the average keeps its value.
+    fn note_shortfall(&mut self, s: &TcpSample) {
+        let (Some(drain), Some(est)) = (
+            s.drain_rate.filter(|d| d.is_finite() && *d > 0.0),
+            self.throughput.filter(|t| *t > 0.0),
+        ) else {
+            return;
+        };
+        let short = (est / drain).ln().clamp(0.0, 4.0);
+        // As the throughput's average: the weight is the time since the last sample taken in,
+        // at most one drain span (which is what one drain rate speaks for), so readings
+        // every 5 ms (daemons) and every ACK (simulator) average alike.
+        let dt = self
+            .shortfall_last
+            .map_or(DRAIN_SPAN, |l| s.now.saturating_since(l).min(DRAIN_SPAN));
+        let w = 1.0 - (-dt.as_secs_f64() / SHORTFALL_TAU.as_secs_f64()).exp();
+        self.shortfall_sq += w * (short * short - self.shortfall_sq);
+        self.shortfall_last = Some(s.now);
+    }
+
+    /// How far, lately, the path delivered below its estimate: the root mean square over
+    /// about [`SHORTFALL_TAU`] of `max(0, ln(estimate / drain rate))`, taken while a queue
+    /// stood at its bottleneck, at most [`MAX_SHORTFALL`]; 0 on a path never seen behind a
+    /// queue. A path of constant capacity reads near 0; an LTE link reads 0.3-0.5 (11d's
+    /// traces), which says its next few hundred milliseconds may well bring a third less than
+    /// the estimate. The estimate itself cannot follow such swings: the kernel's rate samples
+    /// span a round trip, 0.6 s behind an LTE link's 1 MB queue, and a fresher rate is too
+    /// noisy to split by (docs/evaluation.md, item 53). PAMS's recall test can read a source
+    /// this much slower ([`crate::scheduler::PamsConfig::shortfall_sigmas`], off by
+    /// default).
+    pub fn rate_shortfall(&self) -> f64 {
+        self.shortfall_sq.max(0.0).sqrt().min(MAX_SHORTFALL)
     }
 
     /// Smoothed RTT in seconds (0 before the first sample).
@@ -620,6 +674,57 @@ mod tests {
             retransmits: 0,
             drain_rate: None,
         }
+    }
+
+    /// The shortfall measures how far a busy path's ACKs fell below its estimate, lately:
+    /// near 0 while they keep up, rising while the estimate trails a slower drain (the
+    /// kernel's samples still read the old rate), decaying over [`SHORTFALL_TAU`] once the
+    /// drain keeps up again, untouched by readings without a standing queue, capped at
+    /// [`MAX_SHORTFALL`].
+    #[test]
+    fn the_shortfall_follows_how_far_the_drain_falls_below_the_estimate() {
+        let busy = |ms: u64, drain: Option<f64>| TcpSample {
+            delivery_rate: Some(1e6),
+            in_flight: 300_000,
+            drain_rate: drain,
+            ..sample(ms, 0.3, 300_000)
+        };
+        let mut e = PathEstimator::new(Duration::from_millis(100));
+        assert_eq!(e.rate_shortfall(), 0.0);
+        // Two seconds of ACKs at the estimate, then above it: no shortfall.
+        for ms in (0..2000).step_by(5) {
+            e.on_sample(busy(ms, Some(if ms < 1000 { 1e6 } else { 1.2e6 })));
+        }
+        assert!(e.rate_shortfall() < 1e-9, "{}", e.rate_shortfall());
+        // Two seconds of ACKs at half the estimate while the kernel's samples still read
+        // 1 MB/s: ln 2 over two time constants, sqrt(1 - e^-2) of the way there.
+        for ms in (2000..4000).step_by(5) {
+            e.on_sample(busy(ms, Some(5e5)));
+        }
+        assert!((e.throughput() - 1e6).abs() < 1.0, "{}", e.throughput());
+        let short = e.rate_shortfall();
+        let expect = std::f64::consts::LN_2 * (1.0 - (-2.0f64).exp()).sqrt();
+        assert!((short - expect).abs() < 0.02, "{short} against {expect}");
+        // Readings without a standing queue say nothing and leave it.
+        for ms in (4000..6000).step_by(5) {
+            e.on_sample(busy(ms, None));
+        }
+        assert_eq!(e.rate_shortfall(), short);
+        // The drain keeps up again: the squares decay over the time constant.
+        for ms in (6000..7500).step_by(5) {
+            e.on_sample(busy(ms, Some(1e6)));
+        }
+        let left = short * (-0.75f64).exp();
+        assert!(
+            (e.rate_shortfall() - left).abs() < 0.02,
+            "{} against {left}",
+            e.rate_shortfall()
+        );
+        // A collapse to a tenth reads at most MAX_SHORTFALL.
+        for ms in (7500..12_000).step_by(5) {
+            e.on_sample(busy(ms, Some(1e5)));
+        }
+        assert_eq!(e.rate_shortfall(), MAX_SHORTFALL);
     }
 
     #[test]

@@ -58,6 +58,11 @@ pub struct PathView {
     pub min_rtt: f64,
     /// Estimated throughput of the sender-side path, bytes per second (Th_ps or Th_hs).
     pub throughput: f64,
+    /// How far the sender-side path lately delivered below `throughput`, in natural-log
+    /// units ([`crate::PathEstimator::rate_shortfall`]); 0 when unknown or steady. PAMS's
+    /// recall test can read a source this much slower ([`PathView::cautious`],
+    /// [`crate::scheduler::PamsConfig::shortfall_sigmas`]).
+    pub rate_shortfall: f64,
     /// Congestion window of the sender-side path, bytes.
     pub cwnd: u64,
     /// Bytes sent on the sender-side path and not yet acknowledged by TCP.
@@ -111,6 +116,7 @@ impl PathView {
             rtt: 0.0,
             min_rtt: 0.0,
             throughput: 0.0,
+            rate_shortfall: 0.0,
             cwnd: 0,
             inflight: 0,
             queued: 0,
@@ -149,6 +155,19 @@ impl PathView {
         }
     }
 
+    /// The same view with the sender-side path's throughput lowered by `sigmas` times its
+    /// [`rate_shortfall`](Self::rate_shortfall): what the path may well deliver over its next
+    /// few hundred milliseconds rather than what it delivered on average over its last round
+    /// trip. The pipe's rate is left as it is: a local link does not swing as a cellular one
+    /// does, and the helper measures it over its own short round trips.
+    pub fn cautious(&self, sigmas: f64) -> PathView {
+        let cut = (sigmas.max(0.0) * self.rate_shortfall).min(crate::estimator::MAX_SHORTFALL);
+        PathView {
+            throughput: self.throughput * (-cut).exp(),
+            ..self.clone()
+        }
+    }
+
     /// Bytes queued at the sender that TCP has not sent yet.
     pub fn unsent(&self) -> u64 {
         self.queued.saturating_sub(self.inflight)
@@ -181,8 +200,13 @@ pub fn format_views(views: &[PathView]) -> String {
             } else {
                 String::new()
             };
+            let short = if v.rate_shortfall > 0.0 {
+                format!(" short={:.2}", v.rate_shortfall)
+            } else {
+                String::new()
+            };
             format!(
-                "{}{} q={} out={} th={:.0} rtt={:.4}{pipe}{wan}",
+                "{}{} q={} out={} th={:.0}{short} rtt={:.4}{pipe}{wan}",
                 v.id,
                 if v.idle { "*" } else { "" },
                 v.queued,

@@ -146,6 +146,12 @@ pub struct Tuning {
     /// PAMS reinjection (MPBond §4.3.4); off only to measure what it buys (§6.2). Failed
     /// subflows are rescued either way.
     pub pams_reinjection: bool,
+    /// How many of a source path's recent rate shortfalls PAMS's recall test reads it below
+    /// its estimate (0, the default: the estimate as it is; 1 in the lab's
+    /// `mpbond-shortfall`). See
+    /// `PamsConfig::shortfall_sigmas`: at the end of a transfer it lets a recall rescue the
+    /// last bytes of a cellular path that slowed faster than its estimate could follow.
+    pub recall_shortfall: f64,
     /// Window rescue: when a stream is blocked (its buffer or the peer's window full) behind
     /// the oldest unacknowledged range on a late subflow, send that range again on an idle
     /// one (MPTCP's opportunistic retransmission, Raiciu et al., NSDI 2012 §4.2). Off only to
@@ -265,6 +271,7 @@ impl Default for Tuning {
             insecure: false,
             pams_lookahead: mpbond_core::scheduler::LOOKAHEAD_RTTS,
             pams_reinjection: true,
+            recall_shortfall: 0.0,
             window_rescue: true,
             late_rescue: true,
             pams_pad: "drain".into(),
@@ -597,6 +604,12 @@ impl Config {
                 ));
             }
         }
+        if !(t.recall_shortfall.is_finite() && t.recall_shortfall >= 0.0) {
+            return Err(format!(
+                "tuning.recall_shortfall must be a number of shortfalls >= 0 (0: the estimate as it is), not {}",
+                t.recall_shortfall
+            ));
+        }
         for (key, factor, e) in [
             ("queue_guard", t.queue_guard, "1.25"),
             ("hs_queue_guard", t.hs_queue_guard, "1.1"),
@@ -786,6 +799,10 @@ allow = [{{ name = "friend", key = "{}" }}]
             ("pams_pad = \"fifo\"", ["pams_pad", "drain"]),
             ("loss_hold = -3.0", ["loss_hold", "RTTs"]),
             ("drain_floor = nan", ["drain_floor", "RTTs"]),
+            (
+                "recall_shortfall = -1.0",
+                ["recall_shortfall", "shortfalls >= 0"],
+            ),
             ("time_value = -1.0", ["time_value", "joules per second"]),
             ("time_value = inf", ["time_value", "joules per second"]),
             ("queue_guard = 0.5", ["queue_guard", "factor >= 1"]),

@@ -29,6 +29,10 @@ pub enum MpbondVariant {
     /// mpbond whose path throughput estimates take the kernel's rate samples as they are
     /// after a loss (`tuning.drain_floor = 0`): what the drain floor buys.
     NoDrainFloor,
+    /// PAMS's recall test reads a source one recent rate shortfall slower than its estimate
+    /// when the destination has drained (`tuning.recall_shortfall = 1`, off by default):
+    /// what that buys at the end of a transfer on links whose rate swings.
+    Shortfall,
     /// Helpers send pipe feedback over the HS-Path all the time ("fixed-always", §6.2).
     FixedAlways,
     /// Helpers send pipe feedback over the HS-Path only while it carries data
@@ -97,13 +101,14 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 25] = [
+    const ALL: [MpbondVariant; 26] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
         MpbondVariant::PaperPad,
         MpbondVariant::LossHold,
         MpbondVariant::NoDrainFloor,
+        MpbondVariant::Shortfall,
         MpbondVariant::FixedAlways,
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
@@ -133,6 +138,7 @@ impl MpbondVariant {
             MpbondVariant::PaperPad => "mpbond-paper-pad",
             MpbondVariant::LossHold => "mpbond-loss-hold",
             MpbondVariant::NoDrainFloor => "mpbond-no-drain-floor",
+            MpbondVariant::Shortfall => "mpbond-shortfall",
             MpbondVariant::FixedAlways => "mpbond-fixed-always",
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",
@@ -372,6 +378,7 @@ mod tests {
             "mpbond-no-guard",
             "mpbond-no-cc-restart",
             "mpbond-no-drain-floor",
+            "mpbond-shortfall@3",
             "mpbond-bbr@2",
             "mpbond-hs-bbr",
             "mpbond-hs-guard",

@@ -1167,6 +1167,7 @@ impl<'a> World<'a> {
             p.rtt = est.srtt();
             p.min_rtt = est.min_rtt();
             p.throughput = est.throughput();
+            p.rate_shortfall = est.rate_shortfall();
             p.cwnd = tcp.cwnd();
             p.inflight = tcp.inflight();
             p.queued = tcp.outq();

@@ -233,6 +233,25 @@ pub struct PamsConfig {
     pub wake_gain: Duration,
     /// How PAD counts bytes in flight ([`PadModel`]).
     pub pad: PadModel,
+    /// How many [`PathView::rate_shortfall`]s slower than its estimate the recall test reads
+    /// a source subflow's sender-side path ([`PathView::cautious`]) when the destination has
+    /// carried all it had (nothing queued at the sender, nothing buffered at its helper); 0
+    /// (the default, until the lab shows what it buys) reads the estimate.
+    ///
+    /// At the end of a transfer the question is whether the last bytes of the slowest
+    /// subflow would arrive sooner elsewhere, and the two mistakes cost differently: a
+    /// recall that was not needed sends bytes twice over a link that would otherwise idle
+    /// (bytes still in the source's TCP arrive from both, the first copy counts), one that
+    /// does not fire leaves the transfer waiting on a path that slowed. On an LTE link the
+    /// estimate trails such a slowdown by a round trip of its queue: in 11d a helper's
+    /// HS-Path read 1.30 MB/s and delivered its last 244 KB at about 0.6 MB/s, no recall
+    /// fired while the PS-Path and the AT&T helper stood empty, and the segment waited a
+    /// quarter of a second for those bytes.
+    /// Reading the source one shortfall slower lets the recall fire there, and leaves a path
+    /// of steady capacity (shortfall near 0) as it was. Between two loaded subflows both
+    /// estimates are as unsure, and the caution is not applied. An mpbond addition to
+    /// §4.3.4 (docs/evaluation.md, item 53).
+    pub shortfall_sigmas: f64,
     /// Energy-aware helper admission: what a second of the transfer's finish is worth, in
     /// joules (watts). Set, PAMS schedules only on the subflows whose radios the time they
     /// save pays for ([`super::admission`]); unset, it minimises time alone, as MPBond does.
@@ -251,6 +270,7 @@ impl Default for PamsConfig {
             lookahead_rtts: Some(LOOKAHEAD_RTTS),
             wake_gain: Duration::from_secs(1),
             pad: PadModel::Drain,
+            shortfall_sigmas: 0.0,
             time_value: None,
         }
     }
@@ -487,7 +507,7 @@ impl Scheduler for Pams {
         // a helper left out by the energy-aware admission is no destination (it stays a
         // source). With nothing unscheduled the admission prices the outstanding data.
         let dests = self.admitted(paths, remaining(ctx, paths));
-        let (min_pad, min_th, min_rtt) = dests
+        let (min_pad, min_th, min_rtt, dest_drained) = dests
             .iter()
             .map(|p| {
                 // The round trip a recalled byte would see there. A subflow with nothing
@@ -501,20 +521,38 @@ impl Scheduler for Pams {
                     p.rtt
                 };
                 let rtt = own + p.pipe.as_ref().map_or(0.0, |q| q.rtt);
-                (self.cfg.pad.pad(p), p.effective_throughput(), rtt)
+                let drained = p.queued == 0 && p.pipe.as_ref().is_none_or(|q| q.buffered == 0);
+                (self.cfg.pad.pad(p), p.effective_throughput(), rtt, drained)
             })
-            .fold(
-                (f64::INFINITY, 0.0, 0.0),
-                |a, b| if b.0 < a.0 { b } else { a },
-            );
-        let (src, max_pad) = paths
+            .fold((f64::INFINITY, 0.0, 0.0, false), |a, b| {
+                if b.0 < a.0 {
+                    b
+                } else {
+                    a
+                }
+            });
+        // Toward a subflow that has carried all it had, whose capacity would otherwise go
+        // unused, sources are read at the rate they may well fall to
+        // ([`PamsConfig::shortfall_sigmas`]). Between two loaded subflows both estimates
+        // are as unsure, and reading one of them slower would only move bytes by the
+        // difference of their shortfalls.
+        let sigmas = if dest_drained {
+            self.cfg.shortfall_sigmas
+        } else {
+            0.0
+        };
+        let sources: Vec<PathView> = paths
             .iter()
             .filter(|p| p.outstanding > 0)
-            .map(|p| (p, self.cfg.pad.pad(p)))
-            .fold(None, |best: Option<(&PathView, f64)>, (p, d)| match best {
+            .map(|p| p.cautious(sigmas))
+            .collect();
+        let (src, max_pad) = sources.iter().map(|p| (p, self.cfg.pad.pad(p))).fold(
+            None,
+            |best: Option<(&PathView, f64)>, (p, d)| match best {
                 Some((_, bd)) if bd >= d => best,
                 _ => Some((p, d)),
-            })?;
+            },
+        )?;
         if !(min_pad.is_finite() && min_pad > 0.0) {
             return None;
         }
@@ -970,6 +1008,45 @@ mod tests {
             published().select(&finite(50_000), &both_idle),
             Decision::Send(SubflowId(1))
         );
+    }
+
+    /// With [`PamsConfig::shortfall_sigmas`] at 1, the recall test reads a source whose ACKs
+    /// lately fell short of its estimate that much slower. A PS-Path with 90 KB left at 1 MB/s
+    /// (PAD 65 ms) beside an empty one (25 ms): the 40 ms gap is within the empty path's
+    /// 50 ms round trip, so nothing moves. With a shortfall of 0.5 the source reads 607 KB/s,
+    /// its PAD 123 ms, and a recall balances the two at that rate; with the shortfall
+    /// switched off (0 sigmas, the default), or toward a subflow with bytes of its own,
+    /// nothing moves.
+    #[test]
+    fn a_source_that_fell_short_of_its_estimate_is_read_slower_by_the_recall_test() {
+        let empty = direct(0, 50.0, 8.0, 0, true);
+        let steady = direct(1, 50.0, 8.0, 90_000, false);
+        let ps =
+            |s: &mut Pams, src: &PathView| s.reinjection(&ctx(0), &[empty.clone(), src.clone()]);
+        let on = PamsConfig {
+            shortfall_sigmas: 1.0,
+            ..PamsConfig::default()
+        };
+        assert_eq!(ps(&mut Pams::new(on), &steady), None);
+        let slowed = PathView {
+            rate_shortfall: 0.5,
+            ..steady.clone()
+        };
+        let th = 1e6 * (-0.5f64).exp();
+        let gap = (90_000.0 / th - 0.025) - 0.025;
+        let balanced = (gap * th * 1e6 / (th + 1e6)).floor() as u64;
+        assert_eq!(
+            ps(&mut Pams::new(on), &slowed),
+            Some(Recall {
+                from: SubflowId(1),
+                bytes: balanced
+            })
+        );
+        assert_eq!(ps(&mut Pams::new(PamsConfig::default()), &slowed), None);
+        // Toward a subflow that still has bytes of its own (10 KB, the same 25 ms PAD) both
+        // estimates are as unsure: the source is read at its estimate, and nothing moves.
+        let loaded = direct(0, 50.0, 8.0, 10_000, false);
+        assert_eq!(Pams::new(on).reinjection(&ctx(0), &[loaded, slowed]), None);
     }
 
     #[test]

@@ -721,6 +721,7 @@ impl Session {
                     v.min_rtt.min(l.meter.est.min_rtt())
                 };
                 v.throughput += l.meter.est.throughput();
+                v.rate_shortfall = v.rate_shortfall.max(l.meter.est.rate_shortfall());
                 v.cwnd += l.meter.tcp.cwnd_bytes;
                 v.inflight += l.meter.tcp.unacked_bytes;
                 v.queued += l.writer.pending() as u64 + l.meter.tcp.to_deliver();

@@ -297,6 +297,7 @@ impl Session {
         let pams = PamsConfig {
             lookahead_rtts: (t.pams_lookahead > 0.0).then_some(t.pams_lookahead),
             reinjection: t.pams_reinjection,
+            shortfall_sigmas: t.recall_shortfall,
             pad: t.pad_model()?,
             time_value: t.time_value,
             ..PamsConfig::default()

@@ -69,6 +69,10 @@ pub struct SimArgs {
     /// PAMS reinjection threshold η.
     #[arg(long, default_value_t = 0.2)]
     eta: f64,
+    /// How many of a source path's recent rate shortfalls PAMS's recall test reads it below
+    /// its estimate (as `tuning.recall_shortfall`; 0, the default: the estimate as it is).
+    #[arg(long, default_value_t = 0.0, value_name = "SIGMAS")]
+    recall_shortfall: f64,
     /// Disable PAMS reinjection and the late-head and window rescues, which also send data
     /// again on purpose: MPBond §6.2's "without reinjection". Dead paths are still rescued.
     #[arg(long)]
@@ -361,6 +365,12 @@ impl SimArgs {
                  caps the pacing rate"
             );
         }
+        if !(self.recall_shortfall.is_finite() && self.recall_shortfall >= 0.0) {
+            bail!(
+                "--recall-shortfall must be a number >= 0 (0: the estimate as it is), not {}",
+                self.recall_shortfall
+            );
+        }
         let pipe_radio = mpbond_core::energy::Radio::parse(&self.pipe_radio)
             .map_err(|e| anyhow::anyhow!("--pipe-radio: {e}"))?;
         let mut out = Vec::new();
@@ -387,6 +397,7 @@ impl SimArgs {
                         .collect();
                     let mut sc = Scenario::new(ps, helpers, size, sched);
                     sc.pams.eta = self.eta;
+                    sc.pams.shortfall_sigmas = self.recall_shortfall;
                     sc.pams.reinjection = !self.no_reinject;
                     sc.late_rescue = !self.no_reinject;
                     sc.window_rescue = !self.no_reinject;
