@@ -541,18 +541,19 @@ impl Scheduler for Pams {
         } else {
             0.0
         };
-        let sources: Vec<PathView> = paths
+        // The first source with the largest PAD, held by value: a cautious view is a copy.
+        let (src, max_pad) = paths
             .iter()
             .filter(|p| p.outstanding > 0)
             .map(|p| p.cautious(sigmas))
-            .collect();
-        let (src, max_pad) = sources.iter().map(|p| (p, self.cfg.pad.pad(p))).fold(
-            None,
-            |best: Option<(&PathView, f64)>, (p, d)| match best {
-                Some((_, bd)) if bd >= d => best,
-                _ => Some((p, d)),
-            },
-        )?;
+            .fold(None, |best: Option<(PathView, f64)>, p| {
+                let d = self.cfg.pad.pad(&p);
+                match best {
+                    Some((_, bd)) if bd >= d => best,
+                    _ => Some((p, d)),
+                }
+            })?;
+        let src = &src;
         if !(min_pad.is_finite() && min_pad > 0.0) {
             return None;
         }
