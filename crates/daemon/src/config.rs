@@ -147,8 +147,8 @@ pub struct Tuning {
     /// subflows are rescued either way.
     pub pams_reinjection: bool,
     /// How many of a source path's recent rate shortfalls PAMS's recall test reads it below
-    /// its estimate (1, the default; 0: the estimate as it is, as in the lab's
-    /// `mpbond-no-shortfall` and `mpbond-paper`). See
+    /// its estimate (0, the default: the estimate as it is; 1 in the lab's
+    /// `mpbond-shortfall`). See
     /// `PamsConfig::shortfall_sigmas`: at the end of a transfer it lets a recall rescue the
     /// last bytes of a cellular path that slowed faster than its estimate could follow.
     pub recall_shortfall: f64,
@@ -271,7 +271,7 @@ impl Default for Tuning {
             insecure: false,
             pams_lookahead: mpbond_core::scheduler::LOOKAHEAD_RTTS,
             pams_reinjection: true,
-            recall_shortfall: 1.0,
+            recall_shortfall: 0.0,
             window_rescue: true,
             late_rescue: true,
             pams_pad: "drain".into(),

@@ -1387,13 +1387,11 @@ fn start_mpbond(
     };
     // The same tuning on every daemon (both ends of a link should agree).
     let tuning = match variant {
-        MpbondVariant::Paper => {
-            "[tuning]\npams_lookahead = 0.0\npams_pad = \"paper\"\nrecall_shortfall = 0.0\n"
-        }
+        MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\npams_pad = \"paper\"\n",
         MpbondVariant::PaperPad => "[tuning]\npams_pad = \"paper\"\n",
         MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
         MpbondVariant::NoDrainFloor => "[tuning]\ndrain_floor = 0.0\n",
-        MpbondVariant::NoShortfall => "[tuning]\nrecall_shortfall = 0.0\n",
+        MpbondVariant::Shortfall => "[tuning]\nrecall_shortfall = 1.0\n",
         MpbondVariant::NoReinject => {
             "[tuning]\npams_reinjection = false\nlate_rescue = false\nwindow_rescue = false\n"
         }

@@ -17,9 +17,8 @@ pub enum MpbondVariant {
     Pams,
     /// The `minrtt` scheduler (MPBond-Naive, §4.3.1).
     Naive,
-    /// PAMS exactly as published: no deferral lookahead (`tuning.pams_lookahead = 0`), the
-    /// paper's PAD (`tuning.pams_pad = "paper"`) and its recall test on the estimates as they
-    /// are (`tuning.recall_shortfall = 0`).
+    /// PAMS exactly as published: no deferral lookahead (`tuning.pams_lookahead = 0`) and
+    /// the paper's PAD (`tuning.pams_pad = "paper"`).
     Paper,
     /// PAMS with every mpbond default except the PAD formula, which is the paper's
     /// (`tuning.pams_pad = "paper"`): what counting bytes in flight as draining buys.
@@ -30,11 +29,10 @@ pub enum MpbondVariant {
     /// mpbond whose path throughput estimates take the kernel's rate samples as they are
     /// after a loss (`tuning.drain_floor = 0`): what the drain floor buys.
     NoDrainFloor,
-    /// PAMS's recall test reads a source at its estimate even when the destination has
-    /// drained (`tuning.recall_shortfall = 0`; mpbond reads it one recent rate shortfall
-    /// slower by default): what that caution buys at the end of a transfer on links whose
-    /// rate swings.
-    NoShortfall,
+    /// PAMS's recall test reads a source one recent rate shortfall slower than its estimate
+    /// when the destination has drained (`tuning.recall_shortfall = 1`, off by default):
+    /// what that buys at the end of a transfer on links whose rate swings.
+    Shortfall,
     /// Helpers send pipe feedback over the HS-Path all the time ("fixed-always", §6.2).
     FixedAlways,
     /// Helpers send pipe feedback over the HS-Path only while it carries data
@@ -110,7 +108,7 @@ impl MpbondVariant {
         MpbondVariant::PaperPad,
         MpbondVariant::LossHold,
         MpbondVariant::NoDrainFloor,
-        MpbondVariant::NoShortfall,
+        MpbondVariant::Shortfall,
         MpbondVariant::FixedAlways,
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
@@ -140,7 +138,7 @@ impl MpbondVariant {
             MpbondVariant::PaperPad => "mpbond-paper-pad",
             MpbondVariant::LossHold => "mpbond-loss-hold",
             MpbondVariant::NoDrainFloor => "mpbond-no-drain-floor",
-            MpbondVariant::NoShortfall => "mpbond-no-shortfall",
+            MpbondVariant::Shortfall => "mpbond-shortfall",
             MpbondVariant::FixedAlways => "mpbond-fixed-always",
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",
@@ -380,7 +378,7 @@ mod tests {
             "mpbond-no-guard",
             "mpbond-no-cc-restart",
             "mpbond-no-drain-floor",
-            "mpbond-no-shortfall@3",
+            "mpbond-shortfall@3",
             "mpbond-bbr@2",
             "mpbond-hs-bbr",
             "mpbond-hs-guard",

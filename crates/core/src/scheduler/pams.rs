@@ -235,8 +235,8 @@ pub struct PamsConfig {
     pub pad: PadModel,
     /// How many [`PathView::rate_shortfall`]s slower than its estimate the recall test reads
     /// a source subflow's sender-side path ([`PathView::cautious`]) when the destination has
-    /// carried all it had (nothing queued at the sender, nothing buffered at its helper): 1,
-    /// the default; 0 reads the estimate, as the paper's PAMS does.
+    /// carried all it had (nothing queued at the sender, nothing buffered at its helper); 0
+    /// (the default, until the lab shows what it buys) reads the estimate.
     ///
     /// At the end of a transfer the question is whether the last bytes of the slowest
     /// subflow would arrive sooner elsewhere, and the two mistakes cost differently: a
@@ -270,7 +270,7 @@ impl Default for PamsConfig {
             lookahead_rtts: Some(LOOKAHEAD_RTTS),
             wake_gain: Duration::from_secs(1),
             pad: PadModel::Drain,
-            shortfall_sigmas: 1.0,
+            shortfall_sigmas: 0.0,
             time_value: None,
         }
     }
@@ -1011,22 +1011,21 @@ mod tests {
         );
     }
 
-    /// With [`PamsConfig::shortfall_sigmas`] at 1 (the default), the recall test reads a source whose ACKs
+    /// With [`PamsConfig::shortfall_sigmas`] at 1, the recall test reads a source whose ACKs
     /// lately fell short of its estimate that much slower. A PS-Path with 90 KB left at 1 MB/s
     /// (PAD 65 ms) beside an empty one (25 ms): the 40 ms gap is within the empty path's
     /// 50 ms round trip, so nothing moves. With a shortfall of 0.5 the source reads 607 KB/s,
     /// its PAD 123 ms, and a recall balances the two at that rate; with the shortfall
-    /// switched off (0 sigmas), or toward a subflow with bytes of its own, nothing moves.
+    /// switched off (0 sigmas, the default), or toward a subflow with bytes of its own,
+    /// nothing moves.
     #[test]
     fn a_source_that_fell_short_of_its_estimate_is_read_slower_by_the_recall_test() {
         let empty = direct(0, 50.0, 8.0, 0, true);
         let steady = direct(1, 50.0, 8.0, 90_000, false);
         let ps =
             |s: &mut Pams, src: &PathView| s.reinjection(&ctx(0), &[empty.clone(), src.clone()]);
-        let on = PamsConfig::default();
-        assert_eq!(on.shortfall_sigmas, 1.0);
-        let off = PamsConfig {
-            shortfall_sigmas: 0.0,
+        let on = PamsConfig {
+            shortfall_sigmas: 1.0,
             ..PamsConfig::default()
         };
         assert_eq!(ps(&mut Pams::new(on), &steady), None);
@@ -1044,7 +1043,7 @@ mod tests {
                 bytes: balanced
             })
         );
-        assert_eq!(ps(&mut Pams::new(off), &slowed), None);
+        assert_eq!(ps(&mut Pams::new(PamsConfig::default()), &slowed), None);
         // Toward a subflow that still has bytes of its own (10 KB, the same 25 ms PAD) both
         // estimates are as unsure: the source is read at its estimate, and nothing moves.
         let loaded = direct(0, 50.0, 8.0, 10_000, false);

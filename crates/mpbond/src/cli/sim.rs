@@ -70,8 +70,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0.2)]
     eta: f64,
     /// How many of a source path's recent rate shortfalls PAMS's recall test reads it below
-    /// its estimate (as `tuning.recall_shortfall`; 1, the default; 0: the estimate as it is).
-    #[arg(long, default_value_t = 1.0, value_name = "SIGMAS")]
+    /// its estimate (as `tuning.recall_shortfall`; 0, the default: the estimate as it is).
+    #[arg(long, default_value_t = 0.0, value_name = "SIGMAS")]
     recall_shortfall: f64,
     /// Disable PAMS reinjection and the late-head and window rescues, which also send data
     /// again on purpose: MPBond §6.2's "without reinjection". Dead paths are still rescued.
