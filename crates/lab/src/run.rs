@@ -585,6 +585,21 @@ enum Client {
     },
 }
 
+/// The order in which one repetition runs its schemes: the scenario's order turned by one
+/// place per repetition (A B, then B A, ...), so each scheme runs first as often as the
+/// others. A run that follows another on the same machine can differ from one that leads
+/// (experiment 12's second chunk schedule: whichever of two builds ran second was about 2%
+/// slower, both ways round; docs/evaluation.md, item 53), and a fixed order would hand that
+/// to one scheme.
+pub fn run_order<T: Clone>(schemes: &[T], rep: usize) -> Vec<T> {
+    let mut order = schemes.to_vec();
+    if !order.is_empty() {
+        let k = rep % order.len();
+        order.rotate_left(k);
+    }
+    order
+}
+
 /// Attempts at one run whose daemons did not connect in time before the suite stops.
 const CONNECT_ATTEMPTS: usize = 3;
 
@@ -1491,6 +1506,19 @@ fn start_mpbond(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_scheme_leads_a_repetition_in_turn() {
+        let s = ["a", "b", "c"];
+        assert_eq!(run_order(&s, 0), ["a", "b", "c"]);
+        assert_eq!(run_order(&s, 1), ["b", "c", "a"]);
+        assert_eq!(run_order(&s, 2), ["c", "a", "b"]);
+        assert_eq!(run_order(&s, 3), ["a", "b", "c"]);
+        let pair = ["x", "y"];
+        let firsts: Vec<&str> = (0..4).map(|r| run_order(&pair, r)[0]).collect();
+        assert_eq!(firsts, ["x", "y", "x", "y"]);
+        assert!(run_order::<&str>(&[], 5).is_empty());
+    }
 
     /// A run whose daemons were not connected runs again in a fresh scratch directory, up
     /// to the limit; its last failure is what the caller sees; other errors never repeat.

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use mpbond_lab::netns;
 use mpbond_lab::report;
-use mpbond_lab::run::{run_retrying, RunEnv, RunResult};
+use mpbond_lab::run::{run_order, run_retrying, RunEnv, RunResult};
 use mpbond_lab::scenario::{Scenario, WorkloadKind};
 use mpbond_lab::scheme::Scheme;
 
@@ -442,14 +442,18 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
         sc.name,
         out.display()
     );
-    // Repetitions outermost, so slow drift of a shared machine hits every scheme alike.
+    // Repetitions outermost, so slow drift of a shared machine hits every scheme alike, and
+    // the schemes' order turned round from one repetition to the next (`run_order`), so
+    // does the place in the sequence.
     for rep in 0..sc.reps {
         for (vi, (variant, vsc)) in variants.iter().enumerate() {
             let vname = variant
                 .as_ref()
                 .map_or(String::new(), |v| format!(" [{v}]"));
             for &size in &sizes {
-                for s in sc.schemes.iter().filter(|s| sc.runs_at(s, size)) {
+                let here: Vec<&String> =
+                    sc.schemes.iter().filter(|s| sc.runs_at(s, size)).collect();
+                for s in run_order(&here, rep) {
                     n += 1;
                     let scheme = Scheme::parse(s)?;
                     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
