@@ -398,8 +398,9 @@ impl PathEstimator {
     /// stood at its bottleneck, at most [`MAX_SHORTFALL`]; 0 on a path never seen behind a
     /// queue. A path of constant capacity should read near 0 (over the simulator's grid of
     /// constant rates the caution that reads it moved no download); an LTE link reads
-    /// 0.3-0.5 (a median, in a run of 11d's traces), which says its next few hundred milliseconds may well bring a third less than
-    /// the estimate. The estimate itself cannot follow such swings: the kernel's rate samples
+    /// 0.4-0.6 (a median, in a run of 11d's traces: `scripts/estimate-error`), which says
+    /// its next few hundred milliseconds may well bring a third to a half less than the
+    /// estimate. The estimate itself cannot follow such swings: the kernel's rate samples
     /// span a round trip, 0.6 s behind an LTE link's 1 MB queue, and a fresher rate is too
     /// noisy to split by (docs/evaluation.md, item 53). PAMS's recall test can read a source
     /// this much slower ([`crate::scheduler::PamsConfig::shortfall_sigmas`], off by
