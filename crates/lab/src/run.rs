@@ -587,10 +587,11 @@ enum Client {
 
 /// The order in which one repetition runs its schemes: the scenario's order turned by one
 /// place per repetition (A B, then B A, ...), so each scheme runs first as often as the
-/// others. A run that follows another on the same machine can differ from one that leads
-/// (experiment 12's second chunk schedule: whichever of two builds ran second was about 2%
-/// slower, both ways round; docs/evaluation.md, item 53), and a fixed order would hand that
-/// to one scheme.
+/// others. A run that follows another on the same machine might differ from one that leads
+/// (in one of experiment 12's chunk schedules whichever of two builds ran second was about 2%
+/// slower), and a fixed order would hand any such effect to one scheme. Measured in this
+/// order (`scripts/order-effect`), it stayed within its standard error in 06, 11d and 12
+/// (docs/evaluation.md, item 53), so the turning costs nothing and rules it out.
 pub fn run_order<T: Clone>(schemes: &[T], rep: usize) -> Vec<T> {
     let mut order = schemes.to_vec();
     if !order.is_empty() {
