@@ -373,7 +373,9 @@ pub async fn get(
     get_checked(s, size, range, started, &Reference::default()).await
 }
 
-/// [`get`], checking what arrived against `reference`.
+/// [`get`], checking what arrived against `reference`. The first `progress` record is the
+/// moment the response head arrived (no body bytes yet): a player that times its bandwidth
+/// samples from there, as ExoPlayer does, reads it ([`crate::video`]).
 pub async fn get_checked(
     s: &mut TcpStream,
     size: u64,

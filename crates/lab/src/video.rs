@@ -6,7 +6,8 @@
 //! `DefaultLoadControl`:
 //! - bandwidth estimate: the weighted median of per-segment throughput samples, each weighted
 //!   by the square root of its bytes, over a sliding window of total weight 2000; 1 Mbit/s
-//!   before the first sample;
+//!   before the first sample; a sample runs from the response head to the last byte, so
+//!   the request's round trip is not in it;
 //! - the highest bitrate at most 0.7 × the estimate; a switch up waits until 10 s are
 //!   buffered, a switch down is skipped while 25 s are buffered;
 //! - loading pauses at 50 s of buffer; playback starts at 2.5 s buffered and resumes after a
@@ -72,6 +73,10 @@ pub struct VideoStats {
     /// When the player asked for each segment, seconds from the first request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub asked_s: Vec<f64>,
+    /// Each segment's bandwidth sample as the player's meter took it, Mbit/s: its bytes over
+    /// the time from the response head to its last byte.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples_mbps: Vec<f64>,
     /// The earliest end the links allowed each segment from the moment the player asked for
     /// it, seconds (`crate::run::segment_bounds`); the run's own end of the segment beyond
     /// it is time the scheme lost there. Empty where not computed.
@@ -250,6 +255,7 @@ impl Player {
         let (mut bits, mut switches, mut bytes, mut intact) = (0.0, 0, 0u64, true);
         let mut progress = vec![(0.0, 0u64)];
         let mut asked_s = Vec::with_capacity(n);
+        let mut samples_mbps = Vec::with_capacity(n);
         for _ in 0..n {
             // Load control: wait while the buffer is full.
             loop {
@@ -270,7 +276,15 @@ impl Player {
             let t0 = Instant::now();
             asked_s.push(started.elapsed().as_secs_f64());
             let f = http::get_checked(&mut s, size, None, t0, reference).await?;
-            meter.add(f.bytes, f.seconds);
+            // ExoPlayer's bandwidth meter starts a sample when the data source opens, once
+            // the response head is in (`DefaultHttpDataSource.open` calls `transferStarted`
+            // after `getResponseCode`), so the request's round trip is not in it.
+            let head_s = f.progress.first().map_or(0.0, |&(t, _)| t);
+            let sample_s = f.seconds - head_s;
+            meter.add(f.bytes, sample_s);
+            if sample_s > 0.0 {
+                samples_mbps.push(f.bytes as f64 * 8.0 / sample_s / 1e6);
+            }
             intact &= f.intact;
             bytes += f.bytes;
             bits += self.ladder[rung];
@@ -289,6 +303,7 @@ impl Player {
             stall_ratio_bound: None,
             stall_ratio_window_bound: None,
             asked_s,
+            samples_mbps,
             segment_bound_s: Vec::new(),
         };
         let fetch = Fetch {
@@ -452,5 +467,71 @@ mod tests {
         // Loopback is fast: after the first segment the estimate allows the top rung, but
         // going up waits for 10 s of buffer, which a fast link fills at once.
         assert!(v.mean_bitrate_mbps > 2.0, "{v:?}");
+    }
+
+    /// An origin that answers each request only after `delay`, then sends the head and the
+    /// body at once.
+    async fn serve_slow_heads(l: tokio::net::TcpListener, delay: Duration) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut req = Vec::new();
+                let mut b = [0u8; 1];
+                loop {
+                    req.clear();
+                    while !req.ends_with(b"\r\n\r\n") {
+                        if s.read(&mut b).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        req.push(b[0]);
+                    }
+                    let line = String::from_utf8_lossy(&req).to_string();
+                    let size: u64 = line
+                        .split_whitespace()
+                        .nth(1)
+                        .and_then(|p| p.strip_prefix("/bytes/"))
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    tokio::time::sleep(delay).await;
+                    let mut body = vec![0u8; size as usize];
+                    http::fill(0, &mut body);
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n");
+                    if s.write_all(head.as_bytes()).await.is_err()
+                        || s.write_all(&body).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+
+    /// The meter's samples leave out the wait for the response head, as ExoPlayer's do: an
+    /// origin that thinks for 300 ms before each answer over loopback still reads as fast.
+    #[tokio::test]
+    async fn bandwidth_samples_start_at_the_response_head() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = l.local_addr().unwrap();
+        tokio::spawn(serve_slow_heads(l, Duration::from_millis(300)));
+        let p = Player {
+            ladder: ladder("tos").unwrap(),
+            segment_s: 2.0,
+            video_s: 4.0,
+        };
+        let (f, v) = stream(origin, &http::Via::Direct, &p).await.unwrap();
+        assert!(f.intact);
+        assert_eq!(v.samples_mbps.len(), 2, "{v:?}");
+        // Timed from the request, a segment would read at most its bits over 300 ms (3.4
+        // Mbit/s at the 505 kbit/s rung the 1 Mbit/s initial estimate picks); loopback
+        // carries it in a few milliseconds.
+        let timed_from_request = v.mean_bitrate_mbps * p.segment_s / 0.3;
+        for &m in &v.samples_mbps {
+            assert!(
+                m > 10.0 * timed_from_request,
+                "sample {m} Mbit/s includes the head's wait"
+            );
+        }
+        // Each segment still took the origin's 300 ms.
+        assert!(f.seconds >= 0.6, "{f:?}");
     }
 }
