@@ -523,11 +523,12 @@ mod tests {
         assert_eq!(v.samples_mbps.len(), 2, "{v:?}");
         // Timed from the request, a segment would read at most its bits over 300 ms (3.4
         // Mbit/s at the 505 kbit/s rung the 1 Mbit/s initial estimate picks); loopback
-        // carries it in a few milliseconds.
+        // carries it in a few milliseconds (4 times that rate leaves it 75 ms, for a
+        // loaded machine).
         let timed_from_request = v.mean_bitrate_mbps * p.segment_s / 0.3;
         for &m in &v.samples_mbps {
             assert!(
-                m > 10.0 * timed_from_request,
+                m > 4.0 * timed_from_request,
                 "sample {m} Mbit/s includes the head's wait"
             );
         }
