@@ -469,36 +469,22 @@ mod tests {
         assert!(v.mean_bitrate_mbps > 2.0, "{v:?}");
     }
 
-    /// An origin that answers each request only after `delay`, then sends the head and the
-    /// body at once.
-    async fn serve_slow_heads(l: tokio::net::TcpListener, delay: Duration) {
+    /// A relay to `origin` that holds each request for `delay` before passing it on, so
+    /// that every answer's head comes `delay` late and its body at loopback speed.
+    async fn delay_requests(l: tokio::net::TcpListener, origin: SocketAddr, delay: Duration) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        while let Ok((mut s, _)) = l.accept().await {
+        while let Ok((c, _)) = l.accept().await {
             tokio::spawn(async move {
-                let mut req = Vec::new();
-                let mut b = [0u8; 1];
-                loop {
-                    req.clear();
-                    while !req.ends_with(b"\r\n\r\n") {
-                        if s.read(&mut b).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        req.push(b[0]);
-                    }
-                    let line = String::from_utf8_lossy(&req).to_string();
-                    let size: u64 = line
-                        .split_whitespace()
-                        .nth(1)
-                        .and_then(|p| p.strip_prefix("/bytes/"))
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0);
+                let Ok(o) = TcpStream::connect(origin).await else {
+                    return;
+                };
+                let (mut cr, mut cw) = c.into_split();
+                let (mut or, mut ow) = o.into_split();
+                tokio::spawn(async move { tokio::io::copy(&mut or, &mut cw).await });
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = cr.read(&mut buf).await {
                     tokio::time::sleep(delay).await;
-                    let mut body = vec![0u8; size as usize];
-                    http::fill(0, &mut body);
-                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n");
-                    if s.write_all(head.as_bytes()).await.is_err()
-                        || s.write_all(&body).await.is_err()
-                    {
+                    if ow.write_all(&buf[..n]).await.is_err() {
                         return;
                     }
                 }
@@ -507,18 +493,21 @@ mod tests {
     }
 
     /// The meter's samples leave out the wait for the response head, as ExoPlayer's do: an
-    /// origin that thinks for 300 ms before each answer over loopback still reads as fast.
+    /// origin whose every answer comes 300 ms late over loopback still reads as fast.
     #[tokio::test]
     async fn bandwidth_samples_start_at_the_response_head() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let origin = l.local_addr().unwrap();
-        tokio::spawn(serve_slow_heads(l, Duration::from_millis(300)));
+        tokio::spawn(http::serve_origin(l));
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let slow = l.local_addr().unwrap();
+        tokio::spawn(delay_requests(l, origin, Duration::from_millis(300)));
         let p = Player {
             ladder: ladder("tos").unwrap(),
             segment_s: 2.0,
             video_s: 4.0,
         };
-        let (f, v) = stream(origin, &http::Via::Direct, &p).await.unwrap();
+        let (f, v) = stream(slow, &http::Via::Direct, &p).await.unwrap();
         assert!(f.intact);
         assert_eq!(v.samples_mbps.len(), 2, "{v:?}");
         // Timed from the request, a segment would read at most its bits over 300 ms (3.4
