@@ -144,18 +144,22 @@ struct Meter {
 }
 
 impl Meter {
-    fn add(&mut self, bytes: u64, seconds: f64) {
+    /// Adds a sample of `bytes` over `seconds` and returns its rate (bits per second); a
+    /// sample that took no time is left out.
+    fn add(&mut self, bytes: u64, seconds: f64) -> Option<f64> {
         if seconds <= 0.0 {
-            return;
+            return None;
         }
         let w = (bytes as f64).sqrt();
-        self.samples.push_back((w, bytes as f64 * 8.0 / seconds));
+        let bps = bytes as f64 * 8.0 / seconds;
+        self.samples.push_back((w, bps));
         self.weight += w;
         while self.weight > MAX_WEIGHT && self.samples.len() > 1 {
             if let Some((w0, _)) = self.samples.pop_front() {
                 self.weight -= w0;
             }
         }
+        Some(bps)
     }
 
     fn estimate(&self) -> f64 {
@@ -280,10 +284,8 @@ impl Player {
             // the response head is in (`DefaultHttpDataSource.open` calls `transferStarted`
             // after `getResponseCode`), so the request's round trip is not in it.
             let head_s = f.progress.first().map_or(0.0, |&(t, _)| t);
-            let sample_s = f.seconds - head_s;
-            meter.add(f.bytes, sample_s);
-            if sample_s > 0.0 {
-                samples_mbps.push(f.bytes as f64 * 8.0 / sample_s / 1e6);
+            if let Some(bps) = meter.add(f.bytes, f.seconds - head_s) {
+                samples_mbps.push(bps / 1e6);
             }
             intact &= f.intact;
             bytes += f.bytes;
@@ -450,11 +452,17 @@ mod tests {
         assert_eq!(pb.stall_s, 2.0);
     }
 
-    #[tokio::test]
-    async fn a_fast_link_plays_the_top_rung_without_stalls() {
+    /// The lab's origin on a loopback port.
+    async fn loopback_origin() -> SocketAddr {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let origin = l.local_addr().unwrap();
         tokio::spawn(http::serve_origin(l));
+        origin
+    }
+
+    #[tokio::test]
+    async fn a_fast_link_plays_the_top_rung_without_stalls() {
+        let origin = loopback_origin().await;
         let p = Player {
             ladder: ladder("bbb").unwrap(),
             segment_s: 2.0,
@@ -496,9 +504,7 @@ mod tests {
     /// origin whose every answer comes 300 ms late over loopback still reads as fast.
     #[tokio::test]
     async fn bandwidth_samples_start_at_the_response_head() {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let origin = l.local_addr().unwrap();
-        tokio::spawn(http::serve_origin(l));
+        let origin = loopback_origin().await;
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let slow = l.local_addr().unwrap();
         tokio::spawn(delay_requests(l, origin, Duration::from_millis(300)));
