@@ -38,8 +38,12 @@ pub enum Metric {
     Bitrate,
     /// Video stall time over video length.
     StallRatio,
-    /// Bytes over the cellular links (`ps` and every `hsK`), MB.
+    /// IP bytes over the cellular links (`ps` and every `hsK`), both directions, MB: what
+    /// a carrier meters.
     CellMb,
+    /// TCP payload over the cellular links, both directions, MB: the data without the IP
+    /// and TCP headers, to set against a file's size.
+    CellPayloadMb,
     /// `chunks`: the primary's mean chunk time, s.
     ChunkTimePrimary,
     /// `chunks`: helper 1's mean chunk time (dual mode), s.
@@ -69,12 +73,13 @@ impl Metric {
             "bitrate" => Metric::Bitrate,
             "stall_ratio" => Metric::StallRatio,
             "cell_mb" => Metric::CellMb,
+            "cell_payload_mb" => Metric::CellPayloadMb,
             "chunk_time_primary" => Metric::ChunkTimePrimary,
             "chunk_time_helper" => Metric::ChunkTimeHelper,
             "cpu_primary" => Metric::CpuPrimary,
             "cpu_helper" => Metric::CpuHelper,
             _ => anyhow::bail!(
-                "unknown metric {s:?}: time, energy, energy_with_tails, primary_energy, helper_energy, gap, mean_mbps, median_mbps, p5_mbps, median_arrival_mbps, p5_arrival_mbps, bitrate, stall_ratio, cell_mb, chunk_time_primary, chunk_time_helper, cpu_primary, cpu_helper"
+                "unknown metric {s:?}: time, energy, energy_with_tails, primary_energy, helper_energy, gap, mean_mbps, median_mbps, p5_mbps, median_arrival_mbps, p5_arrival_mbps, bitrate, stall_ratio, cell_mb, cell_payload_mb, chunk_time_primary, chunk_time_helper, cpu_primary, cpu_helper"
             ),
         })
     }
@@ -125,13 +130,21 @@ impl Metric {
             Metric::MeanMbps => r.mean_mbps,
             Metric::Bitrate => r.video.as_ref()?.mean_bitrate_mbps,
             Metric::StallRatio => r.video.as_ref()?.stall_ratio,
-            Metric::CellMb => {
-                r.links
+            Metric::CellMb | Metric::CellPayloadMb => {
+                let mut bytes = 0;
+                for l in r
+                    .links
                     .iter()
                     .filter(|l| l.link == "ps" || l.link.starts_with("hs"))
-                    .map(|l| l.down + l.up)
-                    .sum::<u64>() as f64
-                    / 1e6
+                {
+                    bytes += if self == Metric::CellMb {
+                        l.down + l.up
+                    } else {
+                        // Runs from before the payload was recorded have no value.
+                        l.payload?
+                    };
+                }
+                bytes as f64 / 1e6
             }
             Metric::ChunkTimePrimary | Metric::ChunkTimeHelper => {
                 let want = if self == Metric::ChunkTimePrimary {
@@ -681,6 +694,45 @@ pub(crate) mod tests {
         let mut old = rs.to_vec();
         old.iter_mut().for_each(|r| r.arrival_mbps.clear());
         let o = evaluate(&claim("p5_arrival_mbps", None, PaperValue::One(6.0)), &old).unwrap();
+        assert_eq!(o.verdict, Verdict::Missing);
+    }
+    /// Cellular bytes count the `ps` and `hsK` links in both directions, not the pipes or a
+    /// second primary link: as IP bytes (`cell_mb`) or as TCP payload (`cell_payload_mb`,
+    /// set against a file's size); results from before the payload was recorded give no
+    /// value rather than 0.
+    #[test]
+    fn cellular_bytes_count_the_cellular_links_with_or_without_headers() {
+        use crate::run::LinkBytes;
+        let link = |name: &str, down: u64, up: u64, payload: Option<u64>| LinkBytes {
+            link: name.into(),
+            down,
+            up,
+            drops: 0,
+            payload,
+            down_offered: None,
+            down_unused: None,
+        };
+        let mut r = run("mpbond", 4_000_000, 1.0, 1.0);
+        r.links = vec![
+            link("ps", 2_100_000, 50_000, Some(2_010_000)),
+            link("ps2", 9_000_000, 0, Some(9_000_000)),
+            link("hs1", 2_060_000, 40_000, Some(2_000_000)),
+            link("p11", 2_070_000, 40_000, Some(2_000_000)),
+        ];
+        let rs = [r];
+        let ip = evaluate(&claim("cell_mb", None, PaperValue::One(4.0)), &rs).unwrap();
+        assert!((ip.ours.unwrap().0 - 4.25).abs() < 1e-9, "{:?}", ip.ours);
+        assert_eq!(ip.verdict, Verdict::Short);
+        let data = evaluate(&claim("cell_payload_mb", None, PaperValue::One(4.0)), &rs).unwrap();
+        assert!(
+            (data.ours.unwrap().0 - 4.01).abs() < 1e-9,
+            "{:?}",
+            data.ours
+        );
+        assert_eq!(data.verdict, Verdict::Matches);
+        let mut old = rs.to_vec();
+        old[0].links.iter_mut().for_each(|l| l.payload = None);
+        let o = evaluate(&claim("cell_payload_mb", None, PaperValue::One(4.0)), &old).unwrap();
         assert_eq!(o.verdict, Verdict::Missing);
     }
 }

@@ -56,15 +56,44 @@ pub enum PacketEvent {
     Lost,
 }
 
-/// One packet event: microseconds since the emulator started, IP packet size, what happened.
+/// One packet event: microseconds since the emulator started, IP packet size, TCP payload,
+/// what happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct PacketRecord {
     /// Time, µs.
     pub t_us: u64,
     /// IP packet bytes.
     pub size: u32,
+    /// The TCP payload it carries ([`tcp_payload`]): the IP packet less its IP and TCP
+    /// headers, so a count of data is not a count of headers (experiment 13 compares
+    /// cellular data with a file's size).
+    pub payload: u32,
     /// Event.
     pub event: PacketEvent,
+}
+
+/// The TCP payload of an IP packet: its length less the IPv4 (with options) or IPv6 header
+/// and the TCP header (with options); 0 for anything else or anything cut short. The
+/// emulator carries the devices' IP packets from the TUN devices as they are, so this reads
+/// the lengths the headers state (IPv4's total length, IPv6's payload length) and not the
+/// buffer's. IPv6 extension headers are not followed: the lab's links carry none.
+pub fn tcp_payload(pkt: &[u8]) -> u32 {
+    const TCP: u8 = 6;
+    let (ip_header, ip_total) = match pkt.first().map(|b| b >> 4) {
+        Some(4) if pkt.len() >= 20 && pkt[9] == TCP => (
+            usize::from(pkt[0] & 0x0f) * 4,
+            usize::from(u16::from_be_bytes([pkt[2], pkt[3]])),
+        ),
+        Some(6) if pkt.len() >= 40 && pkt[6] == TCP => {
+            (40, 40 + usize::from(u16::from_be_bytes([pkt[4], pkt[5]])))
+        }
+        _ => return 0,
+    };
+    let Some(&offset) = pkt.get(ip_header + 12) else {
+        return 0;
+    };
+    let headers = ip_header + usize::from(offset >> 4) * 4;
+    u32::try_from(ip_total.min(pkt.len()).saturating_sub(headers)).unwrap_or(0)
 }
 
 /// The log and counters of one direction.
@@ -106,11 +135,12 @@ impl DirReport {
         )
     }
 
-    fn log(&mut self, t: Time, size: usize, event: PacketEvent) {
+    fn log(&mut self, t: Time, size: usize, payload: u32, event: PacketEvent) {
         if self.records.len() < MAX_RECORDS {
             self.records.push(PacketRecord {
                 t_us: t.as_micros(),
                 size: size as u32,
+                payload,
                 event,
             });
         } else {
@@ -155,18 +185,19 @@ impl Dir {
     }
 
     fn offer(&mut self, now: Time, pkt: Vec<u8>, rng: &mut Rng) {
-        let size = pkt.len();
-        self.report.log(now, size, PacketEvent::Sent);
+        let (size, payload) = (pkt.len(), tcp_payload(&pkt));
+        self.report.log(now, size, payload, PacketEvent::Sent);
         let loss_before = self.link.stats().random_losses;
         match self.link.offer(now, pkt, rng) {
             Offer::Dropped => {
-                if self.link.stats().random_losses > loss_before {
+                let event = if self.link.stats().random_losses > loss_before {
                     self.report.losses += 1;
-                    self.report.log(now, size, PacketEvent::Lost);
+                    PacketEvent::Lost
                 } else {
                     self.report.queue_drops += 1;
-                    self.report.log(now, size, PacketEvent::QueueDrop);
-                }
+                    PacketEvent::QueueDrop
+                };
+                self.report.log(now, size, payload, event);
             }
             Offer::Queued(Some(t)) => self.next_depart = Some(t),
             Offer::Queued(None) => {}
@@ -191,7 +222,8 @@ impl Dir {
             deliver(&pkt);
             self.report.delivered_packets += 1;
             self.report.delivered_bytes += pkt.len() as u64;
-            self.report.log(now, pkt.len(), PacketEvent::Delivered);
+            self.report
+                .log(now, pkt.len(), tcp_payload(&pkt), PacketEvent::Delivered);
         }
     }
 
@@ -351,6 +383,46 @@ fn run(links: Vec<LinkSpec>, seed: u64, epoch: Instant, stop: &AtomicBool) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An IPv4 packet with a 24-byte header (one option word), a TCP header with timestamps
+    /// (32 bytes) and 1000 bytes of data; `proto` and the header length as given.
+    fn ipv4_tcp(proto: u8, data: usize) -> Vec<u8> {
+        let total = 24 + 32 + data;
+        let mut p = vec![0u8; total];
+        p[0] = 0x46;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[9] = proto;
+        p[24 + 12] = 8 << 4;
+        p
+    }
+
+    /// The payload counts data, not headers: IPv4 with options and TCP with options, IPv6,
+    /// a bare ACK; anything not TCP, cut short or malformed counts 0 and never panics.
+    #[test]
+    fn tcp_payload_counts_data_without_headers() {
+        assert_eq!(tcp_payload(&ipv4_tcp(6, 1000)), 1000);
+        assert_eq!(tcp_payload(&ipv4_tcp(6, 0)), 0);
+        assert_eq!(tcp_payload(&ipv4_tcp(17, 1000)), 0, "UDP is not TCP data");
+        // Ethernet-style padding after the stated total length is not data.
+        let mut padded = ipv4_tcp(6, 2);
+        padded.extend_from_slice(&[0; 6]);
+        assert_eq!(tcp_payload(&padded), 2);
+        let mut v6 = vec![0u8; 40 + 20 + 500];
+        v6[0] = 0x60;
+        v6[4..6].copy_from_slice(&(520u16).to_be_bytes());
+        v6[6] = 6;
+        v6[40 + 12] = 5 << 4;
+        assert_eq!(tcp_payload(&v6), 500);
+        let whole = ipv4_tcp(6, 1000);
+        for cut in 0..whole.len() {
+            assert!(tcp_payload(&whole[..cut]) <= 1000);
+        }
+        assert_eq!(tcp_payload(&whole[..30]), 0, "no TCP header");
+        let mut bad = ipv4_tcp(6, 10);
+        bad[24 + 12] = 0xf0; // a TCP header longer than the packet
+        assert_eq!(tcp_payload(&bad), 0);
+        assert_eq!(tcp_payload(&[]), 0);
+    }
 
     /// The emulator's report prices the shared link's idle stretches
     /// (`mpbond_sim::link::Link::capacity` has the arithmetic): at 1 MB/s, two 1000-byte

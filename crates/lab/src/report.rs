@@ -1153,6 +1153,7 @@ mod tests {
             down,
             up: 0,
             drops: 0,
+            payload: None,
             down_offered: Some(offered),
             down_unused: Some(unused),
         };

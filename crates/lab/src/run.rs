@@ -92,6 +92,10 @@ pub struct LinkBytes {
     pub down: u64,
     /// IP bytes away from it.
     pub up: u64,
+    /// TCP payload bytes, both directions (`emu::tcp_payload`): the data a link carried
+    /// without its IP and TCP headers. `None` in results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<u64>,
     /// Queue drops and random losses, both directions.
     pub drops: u64,
     /// The capacity the link offered toward the primary over the workload, bytes: what its
@@ -974,8 +978,12 @@ pub fn run_one(
             let cap = l.ba.capacity(start_us, end_us);
             LinkBytes {
                 link: l.name.clone(),
-                down: bytes_after(&l.ba.records, start_us),
-                up: bytes_after(&l.ab.records, start_us),
+                down: bytes_after(&l.ba.records, start_us, |r| r.size),
+                up: bytes_after(&l.ab.records, start_us, |r| r.size),
+                payload: Some(
+                    bytes_after(&l.ba.records, start_us, |r| r.payload)
+                        + bytes_after(&l.ab.records, start_us, |r| r.payload),
+                ),
                 drops: l.ab.queue_drops + l.ab.losses + l.ba.queue_drops + l.ba.losses,
                 down_offered: cap.map(|c| c.offered),
                 down_unused: cap.map(|c| c.unused),
@@ -1227,12 +1235,16 @@ fn write_packet_log(
 ) -> anyhow::Result<()> {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(f, "link,dir,t_s,bytes,event")?;
+    writeln!(f, "link,dir,t_s,bytes,event,payload")?;
     for l in links {
         for (dir, d) in [("up", &l.ab), ("down", &l.ba)] {
             for r in d.records.iter().filter(|r| r.t_us >= start_us) {
                 let t = (r.t_us - start_us) as f64 / 1e6;
-                writeln!(f, "{},{dir},{t:.6},{},{:?}", l.name, r.size, r.event)?;
+                writeln!(
+                    f,
+                    "{},{dir},{t:.6},{},{:?},{}",
+                    l.name, r.size, r.event, r.payload
+                )?;
             }
         }
     }
@@ -1240,11 +1252,16 @@ fn write_packet_log(
     Ok(())
 }
 
-fn bytes_after(records: &[crate::emu::PacketRecord], start_us: u64) -> u64 {
+/// What `count` says of every packet delivered from `start_us` on, summed.
+fn bytes_after(
+    records: &[crate::emu::PacketRecord],
+    start_us: u64,
+    count: impl Fn(&crate::emu::PacketRecord) -> u32,
+) -> u64 {
     records
         .iter()
         .filter(|r| r.event == PacketEvent::Delivered && r.t_us >= start_us)
-        .map(|r| u64::from(r.size))
+        .map(|r| u64::from(count(r)))
         .sum()
 }
 
@@ -1566,7 +1583,12 @@ mod tests {
     #[test]
     fn arrival_samples_count_data_reaching_the_primary() {
         use crate::emu::{DirReport, LinkReport, PacketRecord};
-        let rec = |t_us: u64, size: u32, event: PacketEvent| PacketRecord { t_us, size, event };
+        let rec = |t_us: u64, size: u32, event: PacketEvent| PacketRecord {
+            t_us,
+            size,
+            payload: size.saturating_sub(52),
+            event,
+        };
         let dir = |records: Vec<PacketRecord>| DirReport {
             records,
             ..DirReport::default()
