@@ -332,6 +332,19 @@ fn hung_helper_goes_stale_and_carries_data_again_when_it_wakes() {
             .find(|f| f.kind == "helper")
             .map(|f| (f.id, f.bytes_scheduled))
     };
+    // A download over loopback takes a fraction of a second: start it once the woken
+    // helper's link has made progress and is no longer stale, or it may be over before the
+    // proxy schedules on that link again.
+    let recovered = wait_until(Duration::from_secs(10), || {
+        c.proxy.status().is_some_and(|st| {
+            st.sessions
+                .iter()
+                .flat_map(|s| &s.subflows)
+                .flat_map(|f| &f.links)
+                .all(|l| !l.stale)
+        })
+    });
+    assert!(recovered, "the woken helper's link stays stale\n{}", c.logs());
     let (id, sent) = before(&c).expect("the helper's subflow");
     download(&c, 20_000_000, 13);
     let (id2, sent2) = before(&c).expect("the helper's subflow");
