@@ -163,6 +163,10 @@ pub struct Tuning {
     /// subflow's share behind it. Off only to measure what it buys (`mpbond-no-late-rescue`
     /// in the lab). See `SenderConfig::late_rescue`.
     pub late_rescue: bool,
+    /// Tail copy: once a transfer's rest is all scheduled, a subflow that drained carries
+    /// copies of the last segments of the one that will finish last, last first (off by
+    /// default; `mpbond-tail-copy` in the lab). See `SenderConfig::tail_copy`.
+    pub tail_copy: bool,
     /// Kernel pacing on every link (MPBond's subflows and pipes): the kernel spreads each
     /// congestion window over the round trip instead of sending it in one burst. Without it,
     /// the burst a link sends when the scheduler refills it queues at a cellular bottleneck,
@@ -274,6 +278,7 @@ impl Default for Tuning {
             recall_shortfall: 0.0,
             window_rescue: true,
             late_rescue: true,
+            tail_copy: false,
             pams_pad: "drain".into(),
             loss_hold: 0.0,
             drain_floor: mpbond_core::estimator::DRAIN_FLOOR_RTTS,

@@ -295,6 +295,9 @@ pub struct SessionStatus {
     /// Bytes taken back by late-head rescues so far (`Sender::late_rescue`).
     #[serde(default)]
     pub late_rescued_bytes: u64,
+    /// Bytes copied by the tail copy so far (`Sender::tail_copy`).
+    #[serde(default)]
+    pub tail_copied_bytes: u64,
 }
 
 /// A helper's relay for one primary.
@@ -339,9 +342,10 @@ impl NodeStatus {
         for s in &self.sessions {
             let _ = writeln!(
                 o,
-                "\nsession {} ({} side, primary {}, scheduler {}): {} streams, {} recalls, {} bytes reinjected, {} rescued ({} late)",
+                "\nsession {} ({} side, primary {}, scheduler {}): {} streams, {} recalls, {} bytes reinjected, {} rescued ({} late), {} tail copies",
                 s.id, s.side, s.primary, s.scheduler, s.streams, s.recalls, s.reinjected_bytes,
-                s.window_rescued_bytes + s.late_rescued_bytes, s.late_rescued_bytes
+                s.window_rescued_bytes + s.late_rescued_bytes, s.late_rescued_bytes,
+                s.tail_copied_bytes
             );
             let _ = writeln!(
                 o,

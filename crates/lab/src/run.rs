@@ -1425,6 +1425,7 @@ fn start_mpbond(
         MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
         MpbondVariant::NoDrainFloor => "[tuning]\ndrain_floor = 0.0\n",
         MpbondVariant::Shortfall => "[tuning]\nrecall_shortfall = 1.0\n",
+        MpbondVariant::TailCopy => "[tuning]\ntail_copy = true\n",
         MpbondVariant::NoReinject => {
             "[tuning]\npams_reinjection = false\nlate_rescue = false\nwindow_rescue = false\n"
         }

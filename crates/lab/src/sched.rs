@@ -36,6 +36,9 @@ pub struct SchedStats {
     pub window_rescued_bytes: u64,
     /// Bytes taken back by late-head rescues (`Sender::late_rescue`).
     pub late_rescued_bytes: u64,
+    /// Bytes copied by the tail copy (`Sender::tail_copy`).
+    #[serde(default)]
+    pub tail_copied_bytes: u64,
     /// Links that failed (stall timeout, reset, protocol error).
     pub links_failed: u64,
     /// Times a WAN link stalled and went stale, keeping its connection (none before
@@ -52,6 +55,7 @@ impl SchedStats {
             self.reinjected_bytes += s.reinjected_bytes;
             self.window_rescued_bytes += s.window_rescued_bytes;
             self.late_rescued_bytes += s.late_rescued_bytes;
+            self.tail_copied_bytes += s.tail_copied_bytes;
         }
         self.links_failed += metric(metrics, "mpbond_links_failed_total").unwrap_or(0);
         self.links_stale += metric(metrics, "mpbond_links_stale_total").unwrap_or(0);
@@ -154,6 +158,7 @@ mod tests {
     use mpbond_daemon::status::{LinkStatus, SessionStatus, SubflowStatus};
 
     fn session(recalls: u64, reinjected: u64, window: u64, late: u64) -> SessionStatus {
+        let tail = late / 2;
         SessionStatus {
             id: "s".into(),
             side: "proxy".into(),
@@ -165,6 +170,7 @@ mod tests {
             reinjected_bytes: reinjected,
             window_rescued_bytes: window,
             late_rescued_bytes: late,
+            tail_copied_bytes: tail,
         }
     }
 
@@ -191,6 +197,7 @@ mod tests {
                 reinjected_bytes: 320,
                 window_rescued_bytes: 100,
                 late_rescued_bytes: 70,
+                tail_copied_bytes: 35,
                 links_failed: 4,
                 links_stale: 5,
             }

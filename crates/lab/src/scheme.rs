@@ -33,6 +33,9 @@ pub enum MpbondVariant {
     /// when the destination has drained (`tuning.recall_shortfall = 1`, off by default):
     /// what that buys at the end of a transfer on links whose rate swings.
     Shortfall,
+    /// A subflow that drained carries copies of the tail of the last one to finish
+    /// (`tuning.tail_copy = true`, off by default): what a two-sided finish buys.
+    TailCopy,
     /// Helpers send pipe feedback over the HS-Path all the time ("fixed-always", §6.2).
     FixedAlways,
     /// Helpers send pipe feedback over the HS-Path only while it carries data
@@ -101,7 +104,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 26] = [
+    const ALL: [MpbondVariant; 27] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -109,6 +112,7 @@ impl MpbondVariant {
         MpbondVariant::LossHold,
         MpbondVariant::NoDrainFloor,
         MpbondVariant::Shortfall,
+        MpbondVariant::TailCopy,
         MpbondVariant::FixedAlways,
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
@@ -139,6 +143,7 @@ impl MpbondVariant {
             MpbondVariant::LossHold => "mpbond-loss-hold",
             MpbondVariant::NoDrainFloor => "mpbond-no-drain-floor",
             MpbondVariant::Shortfall => "mpbond-shortfall",
+            MpbondVariant::TailCopy => "mpbond-tail-copy",
             MpbondVariant::FixedAlways => "mpbond-fixed-always",
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",

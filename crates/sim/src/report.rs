@@ -88,6 +88,8 @@ pub struct Reinjection {
     pub late_rescues: u64,
     /// Bytes taken back by late-head rescues.
     pub late_rescued_bytes: u64,
+    /// Bytes copied by the tail copy (`Sender::tail_copy`).
+    pub tail_copied_bytes: u64,
 }
 
 /// One phone interface's radio energy (the lab reports the same per device).
@@ -236,12 +238,13 @@ impl SimResult {
         let r = &self.reinjection;
         let _ = writeln!(
             o,
-            "completion gap {:.3} s   reinjection: {} recalls, {} recalled, {} rescued from dead subflows, {} dropped at helpers",
+            "completion gap {:.3} s   reinjection: {} recalls, {} recalled, {} rescued from dead subflows, {} dropped at helpers, {} tail copies",
             self.completion_gap_s,
             r.recalls,
             human_bytes(r.recalled_bytes),
             human_bytes(r.rescued_bytes),
-            human_bytes(r.cancelled_at_helpers)
+            human_bytes(r.cancelled_at_helpers),
+            human_bytes(r.tail_copied_bytes)
         );
         let per_device: Vec<String> = self
             .energy

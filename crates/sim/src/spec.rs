@@ -203,6 +203,9 @@ pub struct Scenario {
     pub clamp_helper_buffer: bool,
     /// Send a head of line long past its due time again (`SenderConfig::late_rescue`).
     pub late_rescue: bool,
+    /// Copy the tail of the last subflow to finish onto drained ones
+    /// (`SenderConfig::tail_copy`).
+    pub tail_copy: bool,
     /// Send a head of line blocking a full window or stuck on a stalled path again
     /// (`SenderConfig::window_rescue`).
     pub window_rescue: bool,
@@ -304,6 +307,7 @@ impl Scenario {
             cancel_recalled: true,
             clamp_helper_buffer: true,
             late_rescue: true,
+            tail_copy: false,
             window_rescue: true,
             stall_timeout: Duration::from_secs(1),
             dead_timeout: Duration::from_secs(10),

@@ -391,6 +391,7 @@ impl<'a> World<'a> {
                 cancel_recalled: sc.cancel_recalled,
                 clamp_helper_buffer: sc.clamp_helper_buffer,
                 late_rescue: sc.late_rescue,
+                tail_copy: sc.tail_copy,
                 window_rescue: sc.window_rescue,
                 ..SenderConfig::default()
             },
@@ -1364,6 +1365,7 @@ impl<'a> World<'a> {
                 window_rescued_bytes: st.window_rescued_bytes,
                 late_rescues: st.late_rescues,
                 late_rescued_bytes: st.late_rescued_bytes,
+                tail_copied_bytes: st.tail_copied_bytes,
             },
             verified,
             transfer_energy_j: energy.iter().map(|d| d.joules - d.tail_joules).sum(),

@@ -511,13 +511,29 @@ impl SendStream {
     /// scheduled again (PAMS reinjection, MPBond §4.3.4). Returns the recalled ranges in
     /// ascending order.
     pub fn recall(&mut self, subflow: SubflowId, max: u64) -> Vec<(u64, u64)> {
+        self.recall_where(subflow, max, false)
+    }
+
+    /// As [`SendStream::recall`], but only bytes sent once: the tail copy
+    /// ([`crate::Sender`]'s `tail_copy`) copies a subflow's own share, never a copy it
+    /// carries of another's (that would send a third).
+    pub fn recall_originals(&mut self, subflow: SubflowId, max: u64) -> Vec<(u64, u64)> {
+        self.recall_where(subflow, max, true)
+    }
+
+    fn recall_where(
+        &mut self,
+        subflow: SubflowId,
+        max: u64,
+        originals_only: bool,
+    ) -> Vec<(u64, u64)> {
         let mut left = max;
         let mut out = Vec::new();
         let candidates: Vec<(u64, u64)> = self
             .inflight
             .iter()
             .rev()
-            .filter(|(_, f)| f.subflow == subflow)
+            .filter(|(_, f)| f.subflow == subflow && !(originals_only && f.again))
             .map(|(&s, f)| (s, f.end))
             .collect();
         for (s, e) in candidates {

@@ -53,6 +53,11 @@ pub struct SenderConfig {
     /// that would deliver it sooner, with the rest of its subflow's share behind it, even
     /// while the stream still has new data ([`Sender::late_rescue`]). An mpbond addition.
     pub late_rescue: bool,
+    /// Once a transfer's rest is all scheduled, let a subflow that has drained carry copies
+    /// of the tail of the subflow that will finish last, last segment first, keeping about a
+    /// round trip of copies in flight ([`Sender::tail_copy`]). An mpbond addition, off by
+    /// default.
+    pub tail_copy: bool,
 }
 
 /// Fewest bytes one window rescue takes back (more when the idle subflow's window is larger).
@@ -70,6 +75,7 @@ impl Default for SenderConfig {
             clamp_helper_buffer: true,
             window_rescue: true,
             late_rescue: true,
+            tail_copy: false,
         }
     }
 }
@@ -164,6 +170,10 @@ pub struct SenderStats {
     pub late_rescues: u64,
     /// Bytes taken back by late-head rescues.
     pub late_rescued_bytes: u64,
+    /// Segments copied by the tail copy ([`Sender::tail_copy`]).
+    pub tail_copies: u64,
+    /// Bytes copied by the tail copy.
+    pub tail_copied_bytes: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -576,7 +586,13 @@ impl Sender {
             segment: self.cfg.max_segment as u64,
             finite: true,
         };
-        let recall = self.scheduler.reinjection(&ctx, views)?;
+        let Some(recall) = self.scheduler.reinjection(&ctx, views) else {
+            if self.tail_copy(now, views) == 0 || !self.cancels.is_empty() {
+                return None;
+            }
+            self.prepare(views);
+            return self.try_schedule(now, views);
+        };
         if self.recall(recall) == 0 || !self.cancels.is_empty() {
             // Nothing recalled, or cancels must go out before the recalled data.
             return None;
@@ -705,6 +721,17 @@ impl Sender {
     /// the subflow's outstanding count drops and the stream is scheduled again. Returns the
     /// bytes.
     fn taken_back(&mut self, from: SubflowId, sid: StreamId, ranges: &[(u64, u64)]) -> u64 {
+        self.taken_back_and(from, sid, ranges, self.cfg.cancel_recalled)
+    }
+
+    /// [`Sender::taken_back`], telling a helper to drop its copies only if `cancel`.
+    fn taken_back_and(
+        &mut self,
+        from: SubflowId,
+        sid: StreamId,
+        ranges: &[(u64, u64)],
+        cancel: bool,
+    ) -> u64 {
         let total: u64 = ranges.iter().map(|&(a, b)| b - a).sum();
         if total == 0 {
             return 0;
@@ -714,7 +741,7 @@ impl Sender {
             .get(&from)
             .and_then(|a| a.kind)
             .is_some_and(|k| k == PathKind::Helper);
-        if helper && self.cfg.cancel_recalled {
+        if helper && cancel {
             self.cancels
                 .extend(ranges.iter().map(|&(start, end)| Cancel {
                     subflow: from,
@@ -833,6 +860,114 @@ impl Sender {
                 v.idle && v.id != from && !self.retired.contains(&v.id) && !left_out.contains(&v.id)
             })
             .min_by(|a, b| pad(a).total_cmp(&pad(b)))
+    }
+
+    /// Tail copy: a two-sided finish. Once every byte of a transfer whose rest is known
+    /// ([`SendStream::untransmitted_is_final`]) is scheduled, PAMS planned a common finish
+    /// from rate estimates, and on a cellular path those trail the rate by a round trip of a
+    /// deep queue: one subflow drains early and idles while another still delivers the last
+    /// bytes (in 11d's segments a link ends 0.1-0.5 s before the others). PAMS's recall
+    /// moves a share it computes from the same estimates, and only for a gain above a round
+    /// trip. Here the subflow that drained (idle, at most [`Sender::copy_budget`] in its
+    /// queue) takes the last segment still held once by the subflow with the largest PAD,
+    /// then, as it drains, the one before, and so on: the source delivers its share from the
+    /// front and the copies arrive from the back, so the transfer ends where the two meet,
+    /// whatever the rates turn out to be, without predicting them. A helper source drops its
+    /// copies (`DATA_CANCEL`); the source's kernel queue still holds its own, so the clamp
+    /// of B_s keeps counting them, as after a late-head rescue. What it costs is at most about
+    /// a round trip of the destination's capacity sent twice past the meeting point, and the
+    /// next request of a request-response workload takes that round trip anyway. A helper
+    /// whose cellular radio has gone idle is not woken for it. Returns the bytes copied.
+    fn tail_copy(&mut self, now: Time, views: &[PathView]) -> u64 {
+        if !self.cfg.tail_copy {
+            return 0;
+        }
+        let pad = crate::scheduler::pams::pad_drain;
+        let seg = self.cfg.max_segment as u64;
+        let ctx = SchedContext {
+            now,
+            untransmitted: 0,
+            segment: seg,
+            finite: true,
+        };
+        let left_out = self.scheduler.left_out(&ctx, views);
+        let Some(to) = views
+            .iter()
+            .filter(|v| {
+                v.idle
+                    && !self.retired.contains(&v.id)
+                    && !left_out.contains(&v.id)
+                    && Self::drained_for_copy(v, seg)
+                    && (v.kind == PathKind::Direct || v.radio_awake())
+            })
+            .min_by(|a, b| pad(a).total_cmp(&pad(b)))
+        else {
+            return 0;
+        };
+        // The copy of one segment must arrive before the source's uncopied share ends, by
+        // at least its own time on the destination: a copy that does not win holds the
+        // destination that long (a 16 KiB segment takes 131 ms at 1 Mbit/s).
+        let seg_time = seg as f64 / to.effective_throughput().max(1.0);
+        let arrive = pad(to) + 2.0 * seg_time;
+        let to_rtt = to.propagation_rtt() + to.pipe.as_ref().map_or(0.0, |q| q.rtt);
+        let mut sources: Vec<&PathView> = views
+            .iter()
+            .filter(|v| {
+                v.id != to.id
+                    && !self.retired.contains(&v.id)
+                    && v.outstanding > 0
+                    && pad(v) > arrive
+            })
+            .collect();
+        sources.sort_by(|a, b| pad(b).total_cmp(&pad(a)));
+        for src in sources {
+            let ids: Vec<StreamId> = self
+                .streams
+                .iter()
+                .rev()
+                .filter(|(_, s)| s.untransmitted_is_final())
+                .map(|(&id, _)| id)
+                .collect();
+            for sid in ids {
+                let Some(stream) = self.streams.get_mut(&sid) else {
+                    continue;
+                };
+                let ranges = stream.recall_originals(src.id, seg);
+                // The helper drops its copy only when ours gains more than a round trip of
+                // the destination (PAMS's recall test); a closer race keeps both.
+                let cancel = self.cfg.cancel_recalled && pad(src) - arrive > to_rtt;
+                let total = self.taken_back_and(src.id, sid, &ranges, cancel);
+                if total == 0 {
+                    continue;
+                }
+                self.stats.tail_copies += 1;
+                self.stats.tail_copied_bytes += total;
+                return total;
+            }
+        }
+        0
+    }
+
+    /// How much a subflow may hold in its queue and still take a tail copy: about what it
+    /// delivers in its propagation round trip (enough to keep it busy, little to waste past
+    /// the point where the copies meet the source), at least two segments.
+    fn copy_budget(v: &PathView, segment: u64) -> f64 {
+        (v.effective_throughput() * v.propagation_rtt()).max(2.0 * segment as f64)
+    }
+
+    /// Whether a subflow has drained far enough to take a tail copy: its queue within
+    /// [`Sender::copy_budget`], and a helper's buffer within its pipe's round trip (two
+    /// segments at least). A helper relays its buffer in DSN order, so a copy of another
+    /// subflow's tail (lower DSNs than the helper's own last bytes) would go out on the pipe
+    /// before them: with a backlog at the helper the copy displaces its own share instead of
+    /// using idle capacity (in the simulator, PS 1, HS 18, pipe 5 Mbit/s at 1 MB ended 27 ms
+    /// later, the pipe's time for one segment).
+    fn drained_for_copy(v: &PathView, segment: u64) -> bool {
+        let pipe_ok = v
+            .pipe
+            .as_ref()
+            .is_none_or(|p| p.buffered as f64 <= (p.throughput * p.rtt).max(2.0 * segment as f64));
+        (v.queued as f64) < Self::copy_budget(v, segment) && pipe_ok
     }
 
     /// No further rescue for `hold` seconds (the RTT of the subflow the last one went to),

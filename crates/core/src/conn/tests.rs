@@ -1393,3 +1393,103 @@ fn a_removed_subflow_is_not_resumed() {
         Some(Output::Data(_))
     ));
 }
+
+/// A finished 100 kB stream whose ten 10 kB segments all went to direct subflow 1 (100
+/// kB/s, 50 ms RTT, its queue full of them) while subflow 2 (1 MB/s) was busy; now subflow 2
+/// is idle and drained. Returns the sender, the views and the data.
+fn tail_on_slow_path(tail_copy: bool, slow: f64) -> (Sender, Vec<PathView>, Vec<u8>) {
+    let mut tx = Sender::new(
+        Box::new(LowestIdle),
+        SenderConfig {
+            max_segment: 10_000,
+            late_rescue: false,
+            window_rescue: false,
+            tail_copy,
+            ..SenderConfig::default()
+        },
+    );
+    let s = StreamId(0);
+    tx.open_stream(s).unwrap();
+    let data = pattern(100_000, 23);
+    tx.write(s, Bytes::copy_from_slice(&data)).unwrap();
+    tx.finish(s).unwrap();
+    let path = |id, th| {
+        let mut v = PathView::new(SubflowId(id), PathKind::Direct);
+        (v.rtt, v.min_rtt, v.throughput, v.cwnd) = (0.05, 0.05, th, 1 << 20);
+        v
+    };
+    let mut views = vec![path(1, slow), path(2, 1e6)];
+    views[1].idle = false;
+    for k in 0..10 {
+        let Some(Output::Data(t)) = tx.poll_transmit(Time::ZERO, &mut views) else {
+            panic!("segment {k} goes out");
+        };
+        assert_eq!(
+            (t.subflow, t.dsn, t.reinjected),
+            (SubflowId(1), k * 10_000, false)
+        );
+    }
+    views[0].idle = false;
+    views[1].idle = true;
+    (tx, views, data)
+}
+
+/// Tail copy: the drained subflow carries copies of the slow one's last segments, the last
+/// first, until about a round trip of them is in its queue (50 kB at 1 MB/s and 50 ms); the
+/// receiver takes the originals from the front and the copies from the back, and reads the
+/// stream intact. Off (the default), the fast subflow stays idle.
+#[test]
+fn a_drained_subflow_copies_the_last_subflows_tail_last_segment_first() {
+    let (mut tx, mut views, data) = tail_on_slow_path(true, 100_000.0);
+    let mut copies = Vec::new();
+    while let Some(out) = tx.poll_transmit(Time::ZERO, &mut views) {
+        let Output::Data(t) = out else {
+            panic!("no cancel: subflow 1 is direct");
+        };
+        assert_eq!(t.subflow, SubflowId(2));
+        assert!(t.reinjected);
+        copies.push(t);
+    }
+    let dsns: Vec<u64> = copies.iter().map(|t| t.dsn).collect();
+    assert_eq!(dsns, [90_000, 80_000, 70_000, 60_000, 50_000]);
+    assert_eq!(
+        copies[0].fin,
+        Some(100_000),
+        "the FIN rides the copy of the last byte"
+    );
+    assert_eq!(tx.stats().tail_copies, 5);
+    assert_eq!(tx.stats().tail_copied_bytes, 50_000);
+    // The receiver gets subflow 1's first half and the copies: everything, once.
+    let s = StreamId(0);
+    let mut rx = Receiver::new(ReceiverConfig::default());
+    rx.open_stream(s).unwrap();
+    for t in &copies {
+        rx.on_data(Time::ZERO, s, t.dsn, t.payload.clone()).unwrap();
+        if let Some(f) = t.fin {
+            rx.on_fin(s, f).unwrap();
+        }
+    }
+    rx.on_data(Time::ZERO, s, 0, Bytes::copy_from_slice(&data[..50_000]))
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(b) = rx.read(s, 1 << 16) {
+        got.extend_from_slice(&b);
+    }
+    assert!(got == data, "stream differs");
+    tx.on_ack(&rx.ack_now(s).unwrap()).unwrap();
+    assert!(tx.is_complete(s));
+
+    let (mut off, mut views, _) = tail_on_slow_path(false, 100_000.0);
+    assert_eq!(off.poll_transmit(Time::ZERO, &mut views), None);
+    assert_eq!(off.stats().tail_copies, 0);
+}
+
+/// No copy where it would arrive after the source's own: subflow 1 at 10 MB/s drains its
+/// 100 kB in 10 ms, before a copy on subflow 2 could arrive (25 ms away, 10 ms a segment).
+#[test]
+fn no_tail_copy_that_would_arrive_after_the_original() {
+    let (mut tx, mut views, _) = tail_on_slow_path(true, 10e6);
+    views[0].queued = 100_000;
+    assert_eq!(tx.poll_transmit(Time::ZERO, &mut views), None);
+    assert_eq!(tx.stats().tail_copies, 0);
+}

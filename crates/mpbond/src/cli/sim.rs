@@ -77,6 +77,10 @@ pub struct SimArgs {
     /// again on purpose: MPBond §6.2's "without reinjection". Dead paths are still rescued.
     #[arg(long)]
     no_reinject: bool,
+    /// Let a subflow that drained carry copies of the tail of the last one to finish (as
+    /// `tuning.tail_copy`; off by default).
+    #[arg(long)]
+    tail_copy: bool,
     /// PAMS deferral lookahead in RTTs of the slowest subflow, or `off` for the paper's
     /// unbounded Algorithm 1.
     #[arg(long, default_value = "2", value_name = "RTTS|off")]
@@ -401,6 +405,7 @@ impl SimArgs {
                     sc.pams.reinjection = !self.no_reinject;
                     sc.late_rescue = !self.no_reinject;
                     sc.window_rescue = !self.no_reinject;
+                    sc.tail_copy = self.tail_copy;
                     sc.pams.lookahead_rtts = match self.lookahead.as_str() {
                         "off" => None,
                         v => match v.parse::<f64>() {
