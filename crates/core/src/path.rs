@@ -183,8 +183,9 @@ impl PathView {
     }
 }
 
-/// Per subflow: id (`*` when idle), queued, outstanding, throughput, RTT, for a helper the
-/// pipe's reported buffer and throughput, and where known how long its cellular link has
+/// Per subflow: id (`*` when idle), queued, outstanding, throughput, RTT and minimum RTT,
+/// for a helper the pipe's reported buffer, throughput and RTT (the terms of `pad_drain`),
+/// and where known how long its cellular link has
 /// been quiet. One line for a trace of a scheduling decision (`RUST_LOG=mpbond::sched=trace`),
 /// the same in the daemons and in the simulator, so their logs read alike.
 pub fn format_views(views: &[PathView]) -> String {
@@ -193,7 +194,10 @@ pub fn format_views(views: &[PathView]) -> String {
         .map(|v| {
             let pipe = v.pipe.as_ref().map_or(String::new(), |p| {
                 let u = p.unreported.map_or(String::new(), |u| format!(" u={u}"));
-                format!(" bp={} thp={:.0}{u}", p.buffered, p.throughput)
+                format!(
+                    " bp={} thp={:.0} rttp={:.4}{u}",
+                    p.buffered, p.throughput, p.rtt
+                )
             });
             let wan = if v.wan_idle.is_finite() {
                 format!(" wan_idle={:.3}", v.wan_idle)
@@ -206,13 +210,14 @@ pub fn format_views(views: &[PathView]) -> String {
                 String::new()
             };
             format!(
-                "{}{} q={} out={} th={:.0}{short} rtt={:.4}{pipe}{wan}",
+                "{}{} q={} out={} th={:.0}{short} rtt={:.4} minrtt={:.4}{pipe}{wan}",
                 v.id,
                 if v.idle { "*" } else { "" },
                 v.queued,
                 v.outstanding,
                 v.throughput,
-                v.rtt
+                v.rtt,
+                v.min_rtt
             )
         })
         .collect();
