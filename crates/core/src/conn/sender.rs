@@ -587,7 +587,7 @@ impl Sender {
             finite: true,
         };
         let Some(recall) = self.scheduler.reinjection(&ctx, views) else {
-            if self.tail_copy(now, views) == 0 || !self.cancels.is_empty() {
+            if self.tail_copy(&ctx, views) == 0 || !self.cancels.is_empty() {
                 return None;
             }
             self.prepare(views);
@@ -883,19 +883,14 @@ impl Sender {
     /// radio has gone idle is not woken for it. Off by default: in the lab it did not move
     /// 11d beyond its spread and sent 2.5-2.8% of 07's bytes twice (docs/evaluation.md,
     /// item 57). Returns the bytes copied.
-    fn tail_copy(&mut self, now: Time, views: &[PathView]) -> u64 {
+    /// `ctx` is the reinjection's: nothing left unscheduled, the rest final.
+    fn tail_copy(&mut self, ctx: &SchedContext, views: &[PathView]) -> u64 {
         if !self.cfg.tail_copy {
             return 0;
         }
         let pad = crate::scheduler::pams::pad_drain;
-        let seg = self.cfg.max_segment as u64;
-        let ctx = SchedContext {
-            now,
-            untransmitted: 0,
-            segment: seg,
-            finite: true,
-        };
-        let left_out = self.scheduler.left_out(&ctx, views);
+        let seg = ctx.segment;
+        let left_out = self.scheduler.left_out(ctx, views);
         let Some(to) = views
             .iter()
             .filter(|v| {
@@ -925,15 +920,15 @@ impl Sender {
             })
             .collect();
         sources.sort_by(|a, b| pad(b).total_cmp(&pad(a)));
+        let ids: Vec<StreamId> = self
+            .streams
+            .iter()
+            .rev()
+            .filter(|(_, s)| s.untransmitted_is_final())
+            .map(|(&id, _)| id)
+            .collect();
         for src in sources {
-            let ids: Vec<StreamId> = self
-                .streams
-                .iter()
-                .rev()
-                .filter(|(_, s)| s.untransmitted_is_final())
-                .map(|(&id, _)| id)
-                .collect();
-            for sid in ids {
+            for &sid in &ids {
                 let Some(stream) = self.streams.get_mut(&sid) else {
                     continue;
                 };
