@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mpbond_proto::PipeFeedback;
+use mpbond_proto::{PipeFeedback, PipeMinRtt};
 
 use crate::goodput::{Backlog, Goodput};
 
@@ -538,6 +538,8 @@ impl PacketFill {
 #[derive(Clone, Debug, Default)]
 pub struct PipeState {
     newest: Option<PipeFeedback>,
+    /// The newest `PIPE_MIN_RTT` of this pipe.
+    min_rtt: Option<PipeMinRtt>,
     received_at: Option<Time>,
     /// The sender-side path's acknowledged bytes when the newest feedback arrived.
     acked_at_report: Option<u64>,
@@ -559,12 +561,26 @@ impl PipeState {
         true
     }
 
+    /// Records the pipe's minimum RTT unless the report is older than what we have. Returns
+    /// whether it was used.
+    pub fn on_min_rtt(&mut self, report: PipeMinRtt) -> bool {
+        if self
+            .min_rtt
+            .is_some_and(|old| report.timestamp_us < old.timestamp_us)
+        {
+            return false;
+        }
+        self.min_rtt = Some(report);
+        true
+    }
+
     /// The pipe as PAD sees it, if any feedback has arrived; its
     /// [`PipeView::unreported`] is unknown (see [`PipeState::view_at`]).
     pub fn view(&self) -> Option<PipeView> {
         self.newest.map(|f| PipeView {
             throughput: f.throughput_bps as f64 / 8.0,
             rtt: f.rtt_us as f64 / 1e6,
+            min_rtt: self.min_rtt.map_or(0.0, |m| m.min_rtt_us as f64 / 1e6),
             buffered: f.buffered,
             unreported: None,
         })
@@ -1153,6 +1169,22 @@ mod tests {
         assert!(!p.on_feedback(Time::ZERO, fb(5, 999), None));
         let v = p.view().unwrap();
         assert_eq!((v.buffered, v.throughput, v.rtt), (100, 1_000_000.0, 0.004));
+        // No minimum yet: the view says 0, and the propagation RTT is the reported one.
+        assert_eq!((v.min_rtt, v.propagation_rtt()), (0.0, 0.004));
+        let min = |ts, us| PipeMinRtt {
+            subflow: SubflowId(1),
+            min_rtt_us: us,
+            timestamp_us: ts,
+            uplink: false,
+        };
+        assert!(p.on_min_rtt(min(8, 1_500)));
+        assert!(!p.on_min_rtt(min(7, 900)), "older than the newest");
+        let v = p.view().unwrap();
+        assert_eq!((v.min_rtt, v.propagation_rtt()), (0.0015, 0.0015));
+        // A newer report replaces it, and later feedback keeps it.
+        assert!(p.on_min_rtt(min(12, 2_000)));
+        assert!(p.on_feedback(Time::ZERO, fb(20, 0), None));
+        assert_eq!(p.view().unwrap().min_rtt, 0.002);
     }
 
     #[test]

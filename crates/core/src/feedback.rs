@@ -10,11 +10,16 @@
 //! proxy keeps the newest one, and liveness has its own pings (`daemon::quiet`). So an idle
 //! helper reports a change of its buffer or RTT at once and otherwise only every [`REFRESH`].
 //!
-//! Sans-IO: the helper daemon and the simulator ask the same [`FeedbackGate`].
+//! Beside a report it sends, a helper sends its pipe's minimum RTT (`PIPE_MIN_RTT`) when the
+//! far end does not have it yet: for a new subflow, when the kernel's minimum moved, and
+//! every [`REFRESH`] ([`MinRttGate`]).
+//!
+//! Sans-IO: the helper daemon and the simulator ask the same [`FeedbackGate`] and
+//! [`MinRttGate`].
 
 use std::time::Duration;
 
-use mpbond_proto::PipeFeedback;
+use mpbond_proto::{PipeFeedback, PipeMinRtt};
 
 use crate::Time;
 
@@ -57,6 +62,51 @@ impl FeedbackGate {
             None => true,
             Some((last, at)) => {
                 busy || differs(last, report, busy) || now.saturating_since(*at) >= REFRESH
+            }
+        };
+        if send {
+            self.last = Some((*report, now));
+        }
+        send
+    }
+}
+
+/// A minimum RTT that moved by less than this is not news (the kernel's minimum moves only
+/// when a smaller sample comes or its window of minutes passes).
+const MIN_RTT_SLACK_US: u32 = 250;
+
+/// Decides whether a `PIPE_MIN_RTT` goes out beside a report that does. One per direction.
+///
+/// The minimum changes seldom, so it rides with the reports only when it is news: the far
+/// end keeps the newest per subflow ([`crate::PipeState::on_min_rtt`]).
+#[derive(Debug, Default, Clone)]
+pub struct MinRttGate {
+    last: Option<(PipeMinRtt, Time)>,
+}
+
+impl MinRttGate {
+    /// A gate that has sent nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether to send `report` now, with a pipe report that goes out: the first one, one
+    /// for another subflow (the helper joined again: the far end's state for it is new), a
+    /// minimum that moved by more than [`CHANGE`] and [`MIN_RTT_SLACK_US`], and otherwise
+    /// every [`REFRESH`]. A zero minimum (the kernel has none yet) is never sent. Records
+    /// the report as sent when the answer is yes.
+    pub fn should_send(&mut self, now: Time, report: &PipeMinRtt) -> bool {
+        if report.min_rtt_us == 0 {
+            return false;
+        }
+        let send = match &self.last {
+            None => true,
+            Some((last, at)) => {
+                let (a, b) = (f64::from(last.min_rtt_us), f64::from(report.min_rtt_us));
+                last.subflow != report.subflow
+                    || (last.min_rtt_us.abs_diff(report.min_rtt_us) > MIN_RTT_SLACK_US
+                        && (a - b).abs() > CHANGE * a.max(b))
+                    || now.saturating_since(*at) >= REFRESH
             }
         };
         if send {
@@ -156,5 +206,37 @@ mod tests {
         other.subflow = SubflowId(2);
         assert!(g.should_send(at(140), &other, false));
         assert!(!g.should_send(at(160), &other, false));
+    }
+
+    fn min_rtt(subflow: u8, us: u32) -> PipeMinRtt {
+        PipeMinRtt {
+            subflow: SubflowId(subflow),
+            min_rtt_us: us,
+            timestamp_us: 0,
+            uplink: false,
+        }
+    }
+
+    /// The minimum goes with the first report, for a new subflow, when it moved by more
+    /// than an eighth and 250 µs, and every REFRESH; an unknown (zero) minimum never.
+    #[test]
+    fn the_minimum_rtt_is_sent_when_news_and_every_refresh() {
+        let mut g = MinRttGate::new();
+        assert!(!g.should_send(at(0), &min_rtt(1, 0)), "no minimum yet");
+        assert!(g.should_send(at(20), &min_rtt(1, 4_000)));
+        assert!(!g.should_send(at(40), &min_rtt(1, 4_000)));
+        assert!(!g.should_send(at(60), &min_rtt(1, 3_800)), "5%");
+        assert!(g.should_send(at(80), &min_rtt(1, 3_000)), "25%, 1 ms");
+        assert!(!g.should_send(at(100), &min_rtt(1, 3_100)));
+        assert!(
+            g.should_send(at(120), &min_rtt(2, 3_000)),
+            "another subflow"
+        );
+        assert!(!g.should_send(at(24_000), &min_rtt(2, 3_000)));
+        assert!(g.should_send(at(25_120), &min_rtt(2, 3_000)), "refresh");
+        // Short pipes: a fraction alone is not news.
+        let mut g = MinRttGate::new();
+        assert!(g.should_send(at(0), &min_rtt(1, 400)));
+        assert!(!g.should_send(at(20), &min_rtt(1, 200)), "200 µs");
     }
 }

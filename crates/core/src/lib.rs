@@ -27,7 +27,7 @@ pub mod units;
 
 pub use conn::{Cancel, Output, Receiver, ReceiverConfig, Sender, SenderConfig, Transmit};
 pub use estimator::{DrainRate, PacketFill, PathEstimator, PipeState, TcpSample};
-pub use feedback::FeedbackGate;
+pub use feedback::{FeedbackGate, MinRttGate};
 pub use goodput::Goodput;
 pub use path::{PathKind, PathView, PipeView};
 pub use scheduler::{by_name, Decision, PamsConfig, Recall, SchedContext, Scheduler};

@@ -20,8 +20,12 @@ pub enum PathKind {
 pub struct PipeView {
     /// Th_p, bytes per second.
     pub throughput: f64,
-    /// Pipe RTT, seconds (OWD_p is half of it).
+    /// Pipe RTT, seconds (OWD_p is half of it): the pipe's smoothed RTT while the helper
+    /// relays, which holds the queue of what it buffered, its minimum while idle.
     pub rtt: f64,
+    /// The pipe's minimum RTT, seconds (`PIPE_MIN_RTT`); 0 when the helper has not sent one
+    /// (a version-1 helper that predates it). See [`PipeView::propagation_rtt`].
+    pub min_rtt: f64,
     /// B_p: bytes buffered at the helper for this subflow, user space plus the pipe socket.
     pub buffered: u64,
     /// Bytes the sender-side path (the HS-Path) delivered to the helper that the report
@@ -38,6 +42,19 @@ impl PipeView {
     /// [`crate::queue_guard::QueueGuard::set_pipe_drain`]).
     pub fn drain_time(&self) -> Option<f64> {
         (self.throughput > 0.0).then(|| self.buffered as f64 / self.throughput)
+    }
+
+    /// Round trip of a byte that meets no queue in the pipe: its minimum RTT (at most the
+    /// reported one), or the reported RTT where no minimum is known. The reported RTT of a
+    /// busy pipe holds the queue of the helper's buffer, which PAD counts on its own as
+    /// `B_p / Th_p` ([`crate::scheduler::pams::pad_drain`]), as
+    /// [`PathView::propagation_rtt`] does for the sender-side path.
+    pub fn propagation_rtt(&self) -> f64 {
+        if self.min_rtt > 0.0 {
+            self.min_rtt.min(self.rtt)
+        } else {
+            self.rtt
+        }
     }
 }
 
@@ -184,7 +201,8 @@ impl PathView {
 }
 
 /// Per subflow: id (`*` when idle), queued, outstanding, throughput, RTT and minimum RTT,
-/// for a helper the pipe's reported buffer, throughput and RTT (the terms of `pad_drain`),
+/// for a helper the pipe's reported buffer, throughput, RTT and minimum RTT (the terms of
+/// `pad_drain`),
 /// and where known how long its cellular link has
 /// been quiet. One line for a trace of a scheduling decision (`RUST_LOG=mpbond::sched=trace`),
 /// the same in the daemons and in the simulator, so their logs read alike.
@@ -195,8 +213,8 @@ pub fn format_views(views: &[PathView]) -> String {
             let pipe = v.pipe.as_ref().map_or(String::new(), |p| {
                 let u = p.unreported.map_or(String::new(), |u| format!(" u={u}"));
                 format!(
-                    " bp={} thp={:.0} rttp={:.4}{u}",
-                    p.buffered, p.throughput, p.rtt
+                    " bp={} thp={:.0} rttp={:.4} minrttp={:.4}{u}",
+                    p.buffered, p.throughput, p.rtt, p.min_rtt
                 )
             });
             let wan = if v.wan_idle.is_finite() {

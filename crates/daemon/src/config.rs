@@ -167,6 +167,12 @@ pub struct Tuning {
     /// copies of the last segments of the one that will finish last, last first (off by
     /// default; `mpbond-tail-copy` in the lab). See `SenderConfig::tail_copy`.
     pub tail_copy: bool,
+    /// A helper sends its pipe's minimum RTT (`PIPE_MIN_RTT`) beside its reports, and the
+    /// scheduler at the other end takes it for the pipe's delay in PAD instead of the
+    /// smoothed RTT, which holds the queue of the helper's buffer while it relays
+    /// (`mpbond_core::scheduler::pams::pad_drain`). Off only to measure what it buys, as a
+    /// helper that predates the frame (`mpbond-no-pipe-min-rtt` in the lab).
+    pub pipe_min_rtt: bool,
     /// Kernel pacing on every link (MPBond's subflows and pipes): the kernel spreads each
     /// congestion window over the round trip instead of sending it in one burst. Without it,
     /// the burst a link sends when the scheduler refills it queues at a cellular bottleneck,
@@ -279,6 +285,7 @@ impl Default for Tuning {
             window_rescue: true,
             late_rescue: true,
             tail_copy: false,
+            pipe_min_rtt: true,
             pams_pad: "drain".into(),
             loss_hold: 0.0,
             drain_floor: mpbond_core::estimator::DRAIN_FLOOR_RTTS,

@@ -36,6 +36,9 @@ pub enum MpbondVariant {
     /// A subflow that drained carries copies of the tail of the last one to finish
     /// (`tuning.tail_copy = true`, off by default): what a two-sided finish buys.
     TailCopy,
+    /// Helpers send no pipe minimum RTT (`tuning.pipe_min_rtt = false`), as a helper that
+    /// predates `PIPE_MIN_RTT`: PAD reads a pipe's smoothed RTT as its delay.
+    NoPipeMinRtt,
     /// Helpers send pipe feedback over the HS-Path all the time ("fixed-always", §6.2).
     FixedAlways,
     /// Helpers send pipe feedback over the HS-Path only while it carries data
@@ -104,7 +107,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 27] = [
+    const ALL: [MpbondVariant; 28] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -113,6 +116,7 @@ impl MpbondVariant {
         MpbondVariant::NoDrainFloor,
         MpbondVariant::Shortfall,
         MpbondVariant::TailCopy,
+        MpbondVariant::NoPipeMinRtt,
         MpbondVariant::FixedAlways,
         MpbondVariant::FixedOnDemand,
         MpbondVariant::NoReinject,
@@ -144,6 +148,7 @@ impl MpbondVariant {
             MpbondVariant::NoDrainFloor => "mpbond-no-drain-floor",
             MpbondVariant::Shortfall => "mpbond-shortfall",
             MpbondVariant::TailCopy => "mpbond-tail-copy",
+            MpbondVariant::NoPipeMinRtt => "mpbond-no-pipe-min-rtt",
             MpbondVariant::FixedAlways => "mpbond-fixed-always",
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",
             MpbondVariant::NoReinject => "mpbond-no-reinject",

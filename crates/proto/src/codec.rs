@@ -43,6 +43,8 @@ pub mod kind {
     pub const FIRST_EXTENSION: u8 = 0x80;
     /// The first extension this version knows: a device's radios.
     pub const RADIOS: u8 = 0x80;
+    /// A pipe's minimum RTT, beside its feedback.
+    pub const PIPE_MIN_RTT: u8 = 0x81;
 }
 
 /// Most bytes of a ticket.
@@ -53,7 +55,7 @@ pub const MAX_PIPE_NAME: usize = 32;
 pub const MAX_CLOSE_REASON: usize = 512;
 /// `DATA_ACK` flag: the receiver has seen the stream's FIN.
 pub const ACK_FLAG_FIN: u8 = 0x01;
-/// `PIPE_FEEDBACK` flag: the report is about the uplink direction.
+/// `PIPE_FEEDBACK` and `PIPE_MIN_RTT` flag: the report is about the uplink direction.
 pub const FEEDBACK_FLAG_UPLINK: u8 = 0x01;
 /// Size of a `STREAM_DATA` frame without its payload.
 pub const DATA_OVERHEAD: usize = HEADER_LEN + 4 + 8;
@@ -270,6 +272,7 @@ fn frame_name(k: u8) -> &'static str {
         PING => "PING",
         PONG => "PONG",
         RADIOS => "RADIOS",
+        PIPE_MIN_RTT => "PIPE_MIN_RTT",
         _ => "EXTENSION",
     }
 }
@@ -472,6 +475,12 @@ fn parse_body(k: u8, flags: u8, body: Bytes) -> Result<Option<Frame>, DecodeErro
             wan: Radio::from_code(b.u8()?),
             pipe: Radio::from_code(b.u8()?),
         },
+        PIPE_MIN_RTT => Frame::PipeMinRtt(PipeMinRtt {
+            subflow: SubflowId(b.u8()?),
+            min_rtt_us: b.u32()?,
+            timestamp_us: b.u64()?,
+            uplink: flags & FEEDBACK_FLAG_UPLINK != 0,
+        }),
         k if k >= FIRST_EXTENSION => return Ok(None),
         k => return Err(DecodeError::UnknownType(k)),
     };
@@ -509,6 +518,7 @@ fn encode_inner(frame: &Frame, out: &mut BytesMut) -> Result<(), EncodeError> {
     let flags = match frame {
         Frame::DataAck(a) if a.fin_received => ACK_FLAG_FIN,
         Frame::PipeFeedback(f) if f.uplink => FEEDBACK_FLAG_UPLINK,
+        Frame::PipeMinRtt(f) if f.uplink => FEEDBACK_FLAG_UPLINK,
         _ => 0,
     };
     out.put_u8(frame.kind());
@@ -675,6 +685,11 @@ fn encode_inner(frame: &Frame, out: &mut BytesMut) -> Result<(), EncodeError> {
             out.put_u64(f.throughput_bps);
             out.put_u32(f.rtt_us);
             out.put_u64(f.buffered);
+            out.put_u64(f.timestamp_us);
+        }
+        Frame::PipeMinRtt(f) => {
+            out.put_u8(f.subflow.0);
+            out.put_u32(f.min_rtt_us);
             out.put_u64(f.timestamp_us);
         }
         Frame::Ping { nonce } | Frame::Pong { nonce } => out.put_u64(*nonce),

@@ -152,6 +152,29 @@ pub struct PipeFeedback {
     pub uplink: bool,
 }
 
+/// The pipe's minimum round-trip time (`PIPE_MIN_RTT`, an extension, type 0x81): what a byte
+/// that meets no queue takes to cross it and be acknowledged.
+///
+/// [`PipeFeedback::rtt_us`] is the pipe's smoothed RTT while the helper relays, and so holds
+/// the queue of what it had buffered a moment earlier (0.163 s on a 5 Mbit/s pipe whose
+/// minimum is a few milliseconds, docs/evaluation.md item 58). PAD counts that queue already
+/// as `B_p / Th_p`; for the delay of a byte behind it PAMS wants the propagation part, as it
+/// takes the minimum RTT of a direct path. An extension, so that a version-1 peer that
+/// predates it skips it and schedules on the smoothed RTT as before.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PipeMinRtt {
+    /// The helper subflow this pipe belongs to.
+    pub subflow: SubflowId,
+    /// The smallest RTT the pipe's TCP has measured lately (the kernel's `tcpi_min_rtt`,
+    /// windowed over minutes), microseconds.
+    pub min_rtt_us: u32,
+    /// Sender's clock in microseconds; an older report than the newest seen is discarded.
+    pub timestamp_us: u64,
+    /// Flags bit 0, as in [`PipeFeedback::uplink`]: `true` for the uplink second hop (the
+    /// helper's HS-Path to the proxy).
+    pub uplink: bool,
+}
+
 /// One frame. See docs/protocol.md for each layout.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Frame {
@@ -318,6 +341,9 @@ pub enum Frame {
         /// or unknown.
         pipe: Option<Radio>,
     },
+    /// Helper → data sender, beside its `PIPE_FEEDBACK`: the pipe's minimum RTT (an
+    /// extension, type 0x81).
+    PipeMinRtt(PipeMinRtt),
     /// An extension frame (type 0x80–0xFF) that this version does not know; skipped.
     Extension {
         /// Its type byte.
@@ -355,6 +381,7 @@ impl Frame {
             Frame::Ping { .. } => PING,
             Frame::Pong { .. } => PONG,
             Frame::Radios { .. } => RADIOS,
+            Frame::PipeMinRtt(_) => PIPE_MIN_RTT,
             Frame::Extension { kind, .. } => *kind,
         }
     }
@@ -385,6 +412,7 @@ impl Frame {
             Frame::Ping { .. } => "PING",
             Frame::Pong { .. } => "PONG",
             Frame::Radios { .. } => "RADIOS",
+            Frame::PipeMinRtt(_) => "PIPE_MIN_RTT",
             Frame::Extension { .. } => "EXTENSION",
         }
     }

@@ -13,8 +13,8 @@ pub use codec::{
     DATA_OVERHEAD, MAX_CLOSE_REASON, MAX_PIPE_NAME, MAX_TICKET,
 };
 pub use frame::{
-    DataAck, Destination, Frame, Host, PipeFeedback, Radio, Sacks, SessionId, StreamId, SubflowId,
-    UnknownRadio,
+    DataAck, Destination, Frame, Host, PipeFeedback, PipeMinRtt, Radio, Sacks, SessionId, StreamId,
+    SubflowId, UnknownRadio,
 };
 pub use reason::Reason;
 

@@ -96,6 +96,34 @@ fn pipe_feedback_layout() {
     assert_eq!(&b[5..13], &5_000_000u64.to_be_bytes());
 }
 
+/// `PIPE_MIN_RTT` (0x81): subflow, minimum RTT, timestamp, the uplink flag as in
+/// `PIPE_FEEDBACK`; a body of another length is malformed, not skipped, since this version
+/// knows the type.
+#[test]
+fn pipe_min_rtt_layout() {
+    let f = Frame::PipeMinRtt(PipeMinRtt {
+        subflow: SubflowId(3),
+        min_rtt_us: 4_100,
+        timestamp_us: 7,
+        uplink: true,
+    });
+    let b = enc(&f);
+    assert_eq!(b.len(), 4 + 1 + 4 + 8);
+    assert_eq!(&b[..5], &[0x81, 0x01, 0, 13, 3]);
+    assert_eq!(&b[5..9], &4_100u32.to_be_bytes());
+    assert_eq!(&b[9..17], &7u64.to_be_bytes());
+    let mut wire = BytesMut::from(&b[..]);
+    assert_eq!(decode(&mut wire), Ok(Some(f)));
+    let mut short = BytesMut::from(&[0x81_u8, 0, 0, 5, 3, 0, 0, 16, 4][..]);
+    assert!(matches!(
+        decode(&mut short),
+        Err(DecodeError::Malformed {
+            frame: "PIPE_MIN_RTT",
+            ..
+        })
+    ));
+}
+
 #[test]
 fn oversized_length_rejected_from_header_alone() {
     // Only the 4-byte header: the decoder must refuse before any body arrives.
@@ -372,6 +400,14 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             })),
         any::<u64>().prop_map(|n| Frame::Ping { nonce: n }),
         any::<u64>().prop_map(|n| Frame::Pong { nonce: n }),
+        (any::<u8>(), any::<u32>(), any::<u64>(), any::<bool>()).prop_map(|(s, r, ts, up)| {
+            Frame::PipeMinRtt(PipeMinRtt {
+                subflow: SubflowId(s),
+                min_rtt_us: r,
+                timestamp_us: ts,
+                uplink: up,
+            })
+        }),
         (0u8..5, 0u8..5).prop_map(|(w, p)| Frame::Radios {
             wan: Radio::from_code(w),
             pipe: Radio::from_code(p),

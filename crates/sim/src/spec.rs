@@ -206,6 +206,9 @@ pub struct Scenario {
     /// Copy the tail of the last subflow to finish onto drained ones
     /// (`SenderConfig::tail_copy`).
     pub tail_copy: bool,
+    /// Helpers send their pipe's minimum RTT beside their reports (`PIPE_MIN_RTT`,
+    /// `tuning.pipe_min_rtt`); off, PAD reads the reported (smoothed) pipe RTT as its delay.
+    pub pipe_min_rtt: bool,
     /// Send a head of line blocking a full window or stuck on a stalled path again
     /// (`SenderConfig::window_rescue`).
     pub window_rescue: bool,
@@ -308,6 +311,7 @@ impl Scenario {
             clamp_helper_buffer: true,
             late_rescue: true,
             tail_copy: false,
+            pipe_min_rtt: true,
             window_rescue: true,
             stall_timeout: Duration::from_secs(1),
             dead_timeout: Duration::from_secs(10),

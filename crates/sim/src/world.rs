@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mpbond_core::{
-    by_name, DrainRate, FeedbackGate, Output, PathEstimator, PathKind, PathView, PipeState,
-    Receiver, ReceiverConfig, Sender, SenderConfig, TcpSample, Time,
+    by_name, DrainRate, FeedbackGate, MinRttGate, Output, PathEstimator, PathKind, PathView,
+    PipeState, Receiver, ReceiverConfig, Sender, SenderConfig, TcpSample, Time,
 };
-use mpbond_proto::{DataAck, PipeFeedback, StreamId, SubflowId, DATA_OVERHEAD};
+use mpbond_proto::{DataAck, PipeFeedback, PipeMinRtt, StreamId, SubflowId, DATA_OVERHEAD};
 
 use crate::energy::{Iface, RadioMeter};
 use crate::fluid::{lower_bound, FluidPath};
@@ -135,7 +135,7 @@ enum Ev {
     /// Pacing lets flow `f` send again.
     Pace(usize, u32),
     DataAck(DataAck),
-    Feedback(usize, PipeFeedback),
+    Feedback(usize, PipeFeedback, Option<PipeMinRtt>),
     FeedbackTimer(usize),
     AckTimer,
     StallCheck,
@@ -178,6 +178,8 @@ struct Helper {
     cancelled_bytes: u64,
     /// Whether each report goes out, under flexible feedback as the helper daemon does.
     gate: FeedbackGate,
+    /// Whether the pipe's minimum RTT goes out with a report, as the helper daemon decides.
+    min_gate: MinRttGate,
 }
 
 struct PerSubflow {
@@ -360,6 +362,7 @@ fn fresh_helper(sc: &Scenario, h: &HelperSpec, now: Time) -> (Helper, PipeState)
             pipe_est,
             cancelled_bytes: 0,
             gate: FeedbackGate::new(),
+            min_gate: MinRttGate::new(),
         },
         ps,
     )
@@ -620,10 +623,13 @@ impl<'a> World<'a> {
                 }
                 self.proxy_pump();
             }
-            Ev::Feedback(k, fb) => {
+            Ev::Feedback(k, fb, min_rtt) => {
                 if self.sub[k + 1].alive {
                     let acked = self.flows[flow_of_subflow(k + 1)].cumulative_acked();
                     self.pipe_state[k].on_feedback(self.now, fb, Some(acked));
+                    if let Some(m) = min_rtt {
+                        self.pipe_state[k].on_min_rtt(m);
+                    }
                     self.proxy_pump();
                 }
             }
@@ -972,6 +978,14 @@ impl<'a> World<'a> {
             self.at(self.now + self.sc.feedback_interval, Ev::FeedbackTimer(k));
             return;
         }
+        let min_rtt = PipeMinRtt {
+            subflow: fb.subflow,
+            min_rtt_us: (self.helpers[k].pipe_est.min_rtt() * 1e6) as u32,
+            timestamp_us: fb.timestamp_us,
+            uplink: false,
+        };
+        let min_rtt = (self.sc.pipe_min_rtt && self.helpers[k].min_gate.should_send(now, &min_rtt))
+            .then_some(min_rtt);
         let spec = &self.sc.helpers[k];
         let arrives = match self.sc.feedback_route {
             FeedbackRoute::Flexible if self.flows[flow_hs(k)].outq() == 0 && self.usable(0) => {
@@ -983,7 +997,7 @@ impl<'a> World<'a> {
             _ => self.arrival_at_proxy(k + 1, self.now, FEEDBACK_WIRE),
         };
         if let Some(t) = arrives {
-            self.at(t, Ev::Feedback(k, fb));
+            self.at(t, Ev::Feedback(k, fb, min_rtt));
         }
         self.at(self.now + self.sc.feedback_interval, Ev::FeedbackTimer(k));
     }

@@ -909,7 +909,7 @@ impl Sender {
         // destination that long (a 16 KiB segment takes 131 ms at 1 Mbit/s).
         let seg_time = seg as f64 / to.effective_throughput().max(1.0);
         let arrive = pad(to) + 2.0 * seg_time;
-        let to_rtt = to.propagation_rtt() + to.pipe.as_ref().map_or(0.0, |q| q.rtt);
+        let to_rtt = to.propagation_rtt() + to.pipe.as_ref().map_or(0.0, |q| q.propagation_rtt());
         let mut sources: Vec<&PathView> = views
             .iter()
             .filter(|v| {

@@ -492,6 +492,7 @@ fn pams_recall_emits_cancels_for_helper_and_reschedules() {
     views[1].pipe = Some(PipeView {
         throughput: 625_000.0,
         rtt: 0.004,
+        min_rtt: 0.0,
         buffered: 400_000,
         unreported: None,
     });
@@ -667,6 +668,7 @@ fn head_stuck_on_helper(
     helper.pipe = Some(crate::path::PipeView {
         throughput: 625_000.0,
         rtt: 0.004,
+        min_rtt: 0.0,
         buffered: 0,
         unreported: None,
     });
@@ -1004,6 +1006,7 @@ fn the_ack_way_back_crosses_the_helpers_second_hop_too() {
     views[1].pipe = Some(crate::path::PipeView {
         throughput: 1e6,
         rtt: 0.05,
+        min_rtt: 0.0,
         buffered: 0,
         unreported: None,
     });
@@ -1087,6 +1090,7 @@ fn nonsense_estimates_do_not_panic_the_rescues() {
         helper.pipe = Some(crate::path::PipeView {
             throughput: bad,
             rtt: bad,
+            min_rtt: 0.0,
             buffered: 5_000,
             unreported: None,
         });
@@ -1181,6 +1185,7 @@ fn request_sent_again(ack_leaves: Option<Time>) -> bool {
     helper.pipe = Some(crate::path::PipeView {
         throughput: 625e3,
         rtt: 0.05,
+        min_rtt: 0.0,
         buffered: 0,
         unreported: None,
     });

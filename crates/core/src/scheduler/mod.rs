@@ -146,6 +146,7 @@ pub(crate) mod testutil {
         p.pipe = Some(PipeView {
             throughput: pipe_mbps * 125_000.0,
             rtt: pipe_rtt_ms / 1000.0,
+            min_rtt: 0.0,
             buffered: pipe_buffered,
             unreported: None,
         });

@@ -68,11 +68,17 @@ pub fn pad(p: &PathView) -> f64 {
 /// So:
 ///
 /// - direct subflow: `D_s = max(minRTT_ps / 2, B_s / Th_ps - minRTT_ps / 2)`;
-/// - helper subflow: `max(D_hs + OWD_p, ahead / Th_p)` with `D_hs` the same for the
-///   HS-Path: the byte either reaches an empty pipe (then crosses it), or it waits behind
-///   every byte ahead of it on the HS-Path and in the helper, all of which the pipe drains
-///   at `Th_p` while it stays busy (the pipe's return delay, a local link's few
-///   milliseconds, is not subtracted: the helper reports no minimum for it). The helper's
+/// - helper subflow: `max(D_hs + minRTT_p / 2, ahead / Th_p - minRTT_p / 2)` with `D_hs`
+///   the same for the HS-Path: the byte either reaches an empty pipe (then crosses it at
+///   its propagation delay), or it waits behind every byte ahead of it on the HS-Path and
+///   in the helper, all of which the pipe drains at `Th_p` while it stays busy, the last of
+///   them acknowledged a return delay after it arrived. `minRTT_p` is the pipe's minimum
+///   RTT (`PIPE_MIN_RTT`, [`PipeView::propagation_rtt`]); the pipe RTT in `PIPE_FEEDBACK`
+///   is its smoothed one while the helper relays, which holds the queue `ahead / Th_p`
+///   already counts. Read as `OWD_p` it put a helper 5 Mbit/s pipe's last 32.8 KB at
+///   0.107 s where the pipe delivers them in 54 ms (docs/evaluation.md, "What we changed",
+///   item 58). A helper that does not send the minimum leaves the reported RTT in the first
+///   term and nothing subtracted in the second. The helper's
 ///   report is one HS-Path delay old, so bytes the HS-Path acknowledged after it are in
 ///   neither B_s nor B_p; the subflow's outstanding bytes bound what is ahead from below:
 ///   `ahead = max(B_s + B_p, outstanding)`. Outstanding counts what the primary has not
@@ -108,7 +114,8 @@ pub fn pad_drain(p: &PathView) -> f64 {
                 Some(u) => outstanding.min(reported + u as f64).max(reported),
                 None => reported.max(outstanding),
             };
-            (d_s + pipe.rtt / 2.0).max(ahead / th_p)
+            (d_s + pipe.propagation_rtt() / 2.0)
+                .max(ahead / th_p - pipe.min_rtt.min(pipe.rtt) / 2.0)
         }
         _ => d_s,
     }
@@ -520,7 +527,16 @@ impl Scheduler for Pams {
                 } else {
                     p.rtt
                 };
-                let rtt = own + p.pipe.as_ref().map_or(0.0, |q| q.rtt);
+                // The same for an emptied pipe, whose reported RTT is its smoothed one while
+                // the helper relays.
+                let pipe = p.pipe.as_ref().map_or(0.0, |q| {
+                    if q.buffered == 0 {
+                        q.propagation_rtt()
+                    } else {
+                        q.rtt
+                    }
+                });
+                let rtt = own + pipe;
                 let drained = p.queued == 0 && p.pipe.as_ref().is_none_or(|q| q.buffered == 0);
                 (self.cfg.pad.pad(p), p.effective_throughput(), rtt, drained)
             })
@@ -738,6 +754,32 @@ mod tests {
         assert_eq!("drain".parse::<PadModel>(), Ok(PadModel::Drain));
         let e = "fifo".parse::<PadModel>().unwrap_err().to_string();
         assert!(e.contains("fifo") && e.contains("drain"), "{e}");
+    }
+
+    /// A helper's last bytes in 07: nothing left on its HS-Path (min RTT 52 ms), 32 768
+    /// bytes at the helper, a 5 Mbit/s pipe whose smoothed RTT (163 ms) still holds the
+    /// queue of what it buffered a moment earlier. Read as the pipe's one-way delay it put
+    /// the byte at 0.026 + 0.0815 s; with the pipe's minimum RTT (4 ms) the byte waits
+    /// behind the 32 768 bytes the pipe drains in 52 ms, and the last of them arrived 2 ms
+    /// before its ACK. A helper that sends no minimum keeps the old reading.
+    #[test]
+    fn pad_drain_takes_the_pipes_minimum_rtt_for_its_delay() {
+        let mut h = helper(1, 52.0, 10.0, 0, 163.0, 5.0, 32_768, true);
+        h.min_rtt = 0.052;
+        assert!(close(pad_drain(&h), 0.026 + 0.0815), "{}", pad_drain(&h));
+        h.pipe.as_mut().unwrap().min_rtt = 0.004;
+        let drain = 32_768.0 / 625_000.0;
+        assert!(close(pad_drain(&h), drain - 0.002), "{}", pad_drain(&h));
+        // Emptied, the byte crosses both hops at their propagation delays.
+        h.pipe.as_mut().unwrap().buffered = 0;
+        h.outstanding = 0;
+        assert!(close(pad_drain(&h), 0.026 + 0.002), "{}", pad_drain(&h));
+        // A minimum above the reported RTT (a window of minutes behind a pipe that got
+        // faster) counts no more than the RTT.
+        h.pipe.as_mut().unwrap().min_rtt = 0.2;
+        assert!(close(pad_drain(&h), 0.026 + 0.0815), "{}", pad_drain(&h));
+        // The paper's PAD is as published: the reported RTT.
+        assert!(close(pad(&h), 0.026 + 0.0815), "{}", pad(&h));
     }
 
     /// PS busy with PAD 0.075 s; the idle helper's PAD is 0.527 s.

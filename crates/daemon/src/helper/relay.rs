@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mpbond_core::{FeedbackGate, Time};
-use mpbond_proto::{Frame, PipeFeedback, Reason, SessionId, SubflowId, MIN_VERSION, VERSION};
+use mpbond_core::{FeedbackGate, MinRttGate, Time};
+use mpbond_proto::{
+    Frame, PipeFeedback, PipeMinRtt, Reason, SessionId, SubflowId, MIN_VERSION, VERSION,
+};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -119,6 +121,9 @@ struct State {
     /// proxy, the HS-Path's to the primary.
     down_gate: FeedbackGate,
     up_gate: FeedbackGate,
+    /// Whether each report's minimum RTT (`PIPE_MIN_RTT`) goes out with it.
+    down_min_gate: MinRttGate,
+    up_min_gate: MinRttGate,
     /// Whether the relay itself was away between liveness checks.
     away: AwayCheck,
 }
@@ -735,6 +740,17 @@ impl Relay {
             timestamp_us: ts,
             uplink: false,
         };
+        let down_min = PipeMinRtt {
+            subflow: sf,
+            min_rtt_us: carrying
+                .iter()
+                .map(|p| p.meter.tcp.min_rtt_us)
+                .filter(|&m| m > 0)
+                .min()
+                .unwrap_or(0),
+            timestamp_us: ts,
+            uplink: false,
+        };
         let up = st.hs.as_ref().map(|h| PipeFeedback {
             subflow: sf,
             throughput_bps: h.meter.tcp.delivery_rate * 8,
@@ -761,28 +777,42 @@ impl Relay {
                 || st.last_up.is_some_and(|t| t.elapsed() < HS_ACTIVE_WINDOW);
             st.up_gate.should_send(now, r, up_busy)
         });
+        // Each report's minimum RTT, when news (`MinRttGate`): the pipes' in the downlink
+        // (`down_min`, the smallest of those carrying, as for the RTT), the HS-Path's uplink.
+        let send_min = self.shared.tuning.pipe_min_rtt;
+        let up_min = st.hs.as_ref().map(|h| PipeMinRtt {
+            subflow: sf,
+            min_rtt_us: h.meter.tcp.min_rtt_us,
+            timestamp_us: ts,
+            uplink: true,
+        });
+        let down_min = (send_down && send_min && st.down_min_gate.should_send(now, &down_min))
+            .then_some(Frame::PipeMinRtt(down_min));
+        let up_min = up_min
+            .filter(|m| up.is_some() && send_min && st.up_min_gate.should_send(now, m))
+            .map(Frame::PipeMinRtt);
         drop(st);
         if send_down {
-            match policy {
-                FeedbackPolicy::Always => self.ctrl_hs(Frame::PipeFeedback(down)),
-                FeedbackPolicy::OnDemand => {
-                    if hs_active {
-                        self.ctrl_hs(Frame::PipeFeedback(down));
-                    }
-                }
-                FeedbackPolicy::Flexible => {
-                    if hs_active {
-                        self.ctrl_hs(Frame::PipeFeedback(down));
-                    } else {
-                        // The HS-Path is idle: let the primary carry it over the PS-Path so the
-                        // helper's WAN radio can sleep.
-                        self.ctrl_any_pipe(Frame::PipeFeedback(down));
-                    }
+            let over_hs = match policy {
+                FeedbackPolicy::Always => Some(true),
+                FeedbackPolicy::OnDemand => hs_active.then_some(true),
+                // The HS-Path idle: the primary carries it over the PS-Path so the helper's
+                // WAN radio can sleep.
+                FeedbackPolicy::Flexible => Some(hs_active),
+            };
+            for f in std::iter::once(Frame::PipeFeedback(down)).chain(down_min) {
+                match over_hs {
+                    Some(true) => self.ctrl_hs(f),
+                    Some(false) => self.ctrl_any_pipe(f),
+                    None => {}
                 }
             }
         }
         if let Some(up) = up {
             self.ctrl_any_pipe(Frame::PipeFeedback(up));
+            if let Some(m) = up_min {
+                self.ctrl_any_pipe(m);
+            }
         }
     }
 

@@ -72,17 +72,20 @@ impl Session {
                 let _ = self.sender.mark_chunk_end(stream, end);
             }
             Frame::PipeFeedback(fb) => {
-                // Each end schedules one direction: the proxy downlink, the primary uplink.
-                let mine = match self.spec.side {
-                    Side::Proxy => !fb.uplink,
-                    Side::Primary => fb.uplink,
-                };
-                if mine {
+                if self.schedules(fb.uplink) {
                     self.on_feedback(fb);
                 } else if self.spec.side == Side::Primary {
                     // Flexible feedback (MPBond §5): the helper's HS-Path is idle, so the
                     // report about its pipe travels via us to the proxy.
                     self.send_control(&Frame::PipeFeedback(fb));
+                }
+            }
+            Frame::PipeMinRtt(m) => {
+                if self.schedules(m.uplink) {
+                    self.on_min_rtt(m);
+                } else if self.spec.side == Side::Primary {
+                    // It rides with the report it came with, the same way.
+                    self.send_control(&Frame::PipeMinRtt(m));
                 }
             }
             Frame::Ping { nonce } => self.push(link, &Frame::Pong { nonce }),
@@ -126,6 +129,15 @@ impl Session {
                 self.flush_link(link);
                 self.link_down(link, "protocol violation");
             }
+        }
+    }
+
+    /// Whether a helper's report about this direction is for our scheduler: each end
+    /// schedules one, the proxy the downlink and the primary the uplink.
+    fn schedules(&self, uplink: bool) -> bool {
+        match self.spec.side {
+            Side::Proxy => !uplink,
+            Side::Primary => uplink,
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use mpbond_core::energy::PathPower;
 use mpbond_core::{PathEstimator, PathKind, PathView, PipeState};
-use mpbond_proto::{Frame, PipeFeedback, Reason, SubflowId};
+use mpbond_proto::{Frame, PipeFeedback, PipeMinRtt, Reason, SubflowId};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
@@ -659,6 +659,13 @@ impl Session {
         let acked = self.subflow_acked(fb.subflow);
         if let Some(sf) = self.subflows.get_mut(&fb.subflow) {
             sf.pipe.on_feedback(now, fb, Some(acked));
+        }
+    }
+
+    /// Applies a helper's report of its second hop's minimum RTT (`PIPE_MIN_RTT`).
+    pub(super) fn on_min_rtt(&mut self, m: PipeMinRtt) {
+        if let Some(sf) = self.subflows.get_mut(&m.subflow) {
+            sf.pipe.on_min_rtt(m);
         }
     }
 

@@ -81,6 +81,10 @@ pub struct SimArgs {
     /// `tuning.tail_copy`; off by default).
     #[arg(long)]
     tail_copy: bool,
+    /// Helpers send no pipe minimum RTT (as `tuning.pipe_min_rtt = false`): PAD reads a
+    /// pipe's smoothed RTT as its delay, as before `PIPE_MIN_RTT`.
+    #[arg(long)]
+    no_pipe_min_rtt: bool,
     /// PAMS deferral lookahead in RTTs of the slowest subflow, or `off` for the paper's
     /// unbounded Algorithm 1.
     #[arg(long, default_value = "2", value_name = "RTTS|off")]
@@ -406,6 +410,7 @@ impl SimArgs {
                     sc.late_rescue = !self.no_reinject;
                     sc.window_rescue = !self.no_reinject;
                     sc.tail_copy = self.tail_copy;
+                    sc.pipe_min_rtt = !self.no_pipe_min_rtt;
                     sc.pams.lookahead_rtts = match self.lookahead.as_str() {
                         "off" => None,
                         v => match v.parse::<f64>() {
