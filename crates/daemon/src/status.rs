@@ -234,6 +234,9 @@ pub struct PipeStatus {
     pub throughput_bps: f64,
     /// RTT, ms.
     pub rtt_ms: f64,
+    /// Minimum RTT, ms (`PIPE_MIN_RTT`); absent while the helper has sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rtt_ms: Option<f64>,
     /// Bytes buffered at the helper.
     pub buffered: u64,
     /// Age of the report, ms.

@@ -637,6 +637,48 @@ fn status_and_metrics_describe_the_bond() {
     );
 }
 
+/// A helper's pipe minimum RTT (`PIPE_MIN_RTT`) reaches the proxy's scheduler with its
+/// downlink reports and the primary's with its uplink ones; with `tuning.pipe_min_rtt` off
+/// (a helper that predates the frame) neither has one and the download still arrives whole.
+#[test]
+fn the_pipes_minimum_rtt_reaches_both_schedulers_unless_turned_off() {
+    let min_rtt = |c: &Cluster| -> Vec<Option<f64>> {
+        [&c.proxy, &c.primary]
+            .iter()
+            .map(|d| {
+                let st = d.status()?;
+                let sf = st
+                    .sessions
+                    .first()?
+                    .subflows
+                    .iter()
+                    .find(|f| f.kind == "helper")?
+                    .clone();
+                let pipe = sf.pipe?;
+                pipe.min_rtt_ms.inspect(|&m| assert!(m > 0.0, "{pipe:?}"))
+            })
+            .collect()
+    };
+    let c = Cluster::start(Spec {
+        net: 25,
+        helpers: 1,
+        ..Spec::default()
+    });
+    download(&c, 4_000_000, 41);
+    let got = min_rtt(&c);
+    assert!(got.iter().all(Option::is_some), "{got:?}\n{}", c.logs());
+    drop(c);
+    let c = Cluster::start(Spec {
+        net: 26,
+        helpers: 1,
+        tuning: "pipe_min_rtt = false",
+        ..Spec::default()
+    });
+    download(&c, 4_000_000, 42);
+    let got = min_rtt(&c);
+    assert_eq!(got, [None, None], "{}", c.logs());
+}
+
 /// 0-RTT stream open at the proxy, driven frame by frame: a stream's request and FIN arrive
 /// before its `STREAM_OPEN` (as when the open rides the PS-Path and the data a faster
 /// subflow). The proxy keeps them, connects once the open comes, and the response arrives

@@ -795,6 +795,7 @@ impl Session {
                     pipe: sf.pipe.view().map(|p| PipeStatus {
                         throughput_bps: p.throughput * 8.0,
                         rtt_ms: p.rtt * 1e3,
+                        min_rtt_ms: (p.min_rtt > 0.0).then_some(p.min_rtt * 1e3),
                         buffered: p.buffered,
                         age_ms: sf.pipe.age(now).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3),
                     }),
