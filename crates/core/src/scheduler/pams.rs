@@ -75,8 +75,8 @@ pub fn pad(p: &PathView) -> f64 {
 ///   them acknowledged a return delay after it arrived. `minRTT_p` is the pipe's minimum
 ///   RTT (`PIPE_MIN_RTT`, [`PipeView::propagation_rtt`]); the pipe RTT in `PIPE_FEEDBACK`
 ///   is its smoothed one while the helper relays, which holds the queue `ahead / Th_p`
-///   already counts. Read as `OWD_p` it put a helper 5 Mbit/s pipe's last 32.8 KB at
-///   0.107 s where the pipe delivers them in 54 ms (docs/evaluation.md, "What we changed",
+///   already counts. Read as `OWD_p` it put a helper's last 32.8 KB behind a 5 Mbit/s
+///   pipe at 0.107 s where the pipe delivers them in 54 ms (docs/evaluation.md, "What we changed",
 ///   item 58). A helper that does not send the minimum leaves the reported RTT in the first
 ///   term and nothing subtracted in the second. The helper's
 ///   report is one HS-Path delay old, so bytes the HS-Path acknowledged after it are in

@@ -786,25 +786,29 @@ impl Relay {
             timestamp_us: ts,
             uplink: true,
         });
-        let down_min = (send_down && send_min && st.down_min_gate.should_send(now, &down_min))
-            .then_some(Frame::PipeMinRtt(down_min));
+        // The downlink report's route: the HS-Path (`Some(true)`), the pipe and the primary's
+        // PS-Path (`Some(false)`), or none (fixed-on-demand while the HS-Path is idle).
+        let route = match policy {
+            _ if !send_down => None,
+            FeedbackPolicy::Always => Some(true),
+            FeedbackPolicy::OnDemand => hs_active.then_some(true),
+            // The HS-Path idle: the primary carries it over the PS-Path so the helper's WAN
+            // radio can sleep.
+            FeedbackPolicy::Flexible => Some(hs_active),
+        };
+        let down_min =
+            (route.is_some() && send_min && st.down_min_gate.should_send(now, &down_min))
+                .then_some(Frame::PipeMinRtt(down_min));
         let up_min = up_min
             .filter(|m| up.is_some() && send_min && st.up_min_gate.should_send(now, m))
             .map(Frame::PipeMinRtt);
         drop(st);
-        if send_down {
-            let over_hs = match policy {
-                FeedbackPolicy::Always => Some(true),
-                FeedbackPolicy::OnDemand => hs_active.then_some(true),
-                // The HS-Path idle: the primary carries it over the PS-Path so the helper's
-                // WAN radio can sleep.
-                FeedbackPolicy::Flexible => Some(hs_active),
-            };
+        if let Some(over_hs) = route {
             for f in std::iter::once(Frame::PipeFeedback(down)).chain(down_min) {
-                match over_hs {
-                    Some(true) => self.ctrl_hs(f),
-                    Some(false) => self.ctrl_any_pipe(f),
-                    None => {}
+                if over_hs {
+                    self.ctrl_hs(f);
+                } else {
+                    self.ctrl_any_pipe(f);
                 }
             }
         }
