@@ -646,15 +646,7 @@ fn the_pipes_minimum_rtt_reaches_both_schedulers_unless_turned_off() {
         [&c.proxy, &c.primary]
             .iter()
             .map(|d| {
-                let st = d.status()?;
-                let sf = st
-                    .sessions
-                    .first()?
-                    .subflows
-                    .iter()
-                    .find(|f| f.kind == "helper")?
-                    .clone();
-                let pipe = sf.pipe?;
+                let pipe = helper_pipe(d)?;
                 pipe.min_rtt_ms.inspect(|&m| assert!(m > 0.0, "{pipe:?}"))
             })
             .collect()
@@ -794,14 +786,20 @@ fn data_before_stream_open_is_kept_until_the_open_arrives() {
 
 /// The proxy's newest report about the helper's pipe, how old it is in ms.
 fn pipe_report_age_ms(c: &Cluster) -> Option<f64> {
-    let st = c.proxy.status()?;
-    let sf = st
+    helper_pipe(&c.proxy).map(|p| p.age_ms)
+}
+
+/// What a device's scheduler knows of the helper's second hop, from its status: at the
+/// proxy the pipe, at the primary the helper's HS-Path.
+fn helper_pipe(d: &Device) -> Option<mpbond_daemon::status::PipeStatus> {
+    d.status()?
         .sessions
         .first()?
         .subflows
         .iter()
-        .find(|f| f.kind == "helper")?;
-    sf.pipe.as_ref().map(|p| p.age_ms)
+        .find(|f| f.kind == "helper")?
+        .pipe
+        .clone()
 }
 
 /// A helper reports on its pipe every feedback interval while it relays data, and goes
