@@ -102,10 +102,8 @@ impl MinRttGate {
         let send = match &self.last {
             None => true,
             Some((last, at)) => {
-                let (a, b) = (f64::from(last.min_rtt_us), f64::from(report.min_rtt_us));
                 last.subflow != report.subflow
-                    || (last.min_rtt_us.abs_diff(report.min_rtt_us) > MIN_RTT_SLACK_US
-                        && (a - b).abs() > CHANGE * a.max(b))
+                    || rtt_moved(last.min_rtt_us, report.min_rtt_us, MIN_RTT_SLACK_US)
                     || now.saturating_since(*at) >= REFRESH
             }
         };
@@ -123,12 +121,20 @@ impl MinRttGate {
 /// flapped between 1.5 MB/s (a report still unacknowledged) and 5.9 GB/s, each report making
 /// the next one news (a loopback test of the daemons).
 fn differs(old: &PipeFeedback, new: &PipeFeedback, busy: bool) -> bool {
-    let moved = |a: f64, b: f64| (a - b).abs() > CHANGE * a.abs().max(b.abs());
     old.subflow != new.subflow
         || old.buffered.abs_diff(new.buffered) > BUFFER_SLACK
         || (busy && moved(old.throughput_bps as f64, new.throughput_bps as f64))
-        || (old.rtt_us.abs_diff(new.rtt_us) > RTT_SLACK_US
-            && moved(f64::from(old.rtt_us), f64::from(new.rtt_us)))
+        || rtt_moved(old.rtt_us, new.rtt_us, RTT_SLACK_US)
+}
+
+/// Whether `b` differs from `a` by more than [`CHANGE`] of the larger.
+fn moved(a: f64, b: f64) -> bool {
+    (a - b).abs() > CHANGE * a.abs().max(b.abs())
+}
+
+/// Whether a round trip moved: by more than `slack_us` and by more than [`CHANGE`].
+fn rtt_moved(old_us: u32, new_us: u32, slack_us: u32) -> bool {
+    old_us.abs_diff(new_us) > slack_us && moved(f64::from(old_us), f64::from(new_us))
 }
 
 #[cfg(test)]
