@@ -167,6 +167,15 @@ pub struct Tuning {
     /// copies of the last segments of the one that will finish last, last first (off by
     /// default; `mpbond-tail-copy` in the lab). See `SenderConfig::tail_copy`.
     pub tail_copy: bool,
+    /// Late binding at the end of a transfer: within `late_bind_horizon` of the end, PAMS
+    /// gives a subflow new bytes only while the queue they would join there is at most this
+    /// long, so that the last bytes are assigned when a path is about to run dry rather than
+    /// a whole deep queue earlier. `"0ms"` (the default) turns it off; `mpbond-late-bind` in
+    /// the lab. See `PamsConfig::late_bind`.
+    pub late_bind: Dur,
+    /// How close to the end late binding starts: the unscheduled bytes at the subflows'
+    /// combined rate. See `PamsConfig::late_bind_horizon`.
+    pub late_bind_horizon: Dur,
     /// A helper sends its pipe's minimum RTT (`PIPE_MIN_RTT`) beside its reports, and the
     /// scheduler at the other end takes it for the pipe's delay in PAD instead of the
     /// smoothed RTT, which holds the queue of the helper's buffer while it relays
@@ -285,6 +294,10 @@ impl Default for Tuning {
             window_rescue: true,
             late_rescue: true,
             tail_copy: false,
+            late_bind: Dur(Duration::ZERO),
+            late_bind_horizon: Dur(Duration::from_secs_f64(
+                mpbond_core::scheduler::LATE_BIND_HORIZON,
+            )),
             pipe_min_rtt: true,
             pams_pad: "drain".into(),
             loss_hold: 0.0,
@@ -735,6 +748,7 @@ key = "me.key"
 lowat = "8KiB"
 stall_timeout = "500ms"
 dead_timeout = "0s"
+late_bind = "100ms"
 [primary]
 proxy = "203.0.113.7:7000"
 proxy_key = "{}"
@@ -765,6 +779,8 @@ allow = [{{ name = "friend", key = "{}" }}]
         assert_eq!(c.tuning.lowat, Size(8192));
         assert_eq!(c.tuning.stall_timeout, Dur(Duration::from_millis(500)));
         assert_eq!(c.tuning.dead_after(), None);
+        assert_eq!(c.tuning.late_bind, Dur(Duration::from_millis(100)));
+        assert_eq!(Tuning::default().late_bind, Dur(Duration::ZERO));
         assert_eq!(
             Tuning::default().dead_after(),
             Some(Duration::from_secs(10))

@@ -1426,6 +1426,7 @@ fn start_mpbond(
         MpbondVariant::NoDrainFloor => "[tuning]\ndrain_floor = 0.0\n",
         MpbondVariant::Shortfall => "[tuning]\nrecall_shortfall = 1.0\n",
         MpbondVariant::TailCopy => "[tuning]\ntail_copy = true\n",
+        MpbondVariant::LateBind => "[tuning]\nlate_bind = \"100ms\"\n",
         MpbondVariant::NoPipeMinRtt => "[tuning]\npipe_min_rtt = false\n",
         MpbondVariant::NoReinject => {
             "[tuning]\npams_reinjection = false\nlate_rescue = false\nwindow_rescue = false\n"

@@ -36,6 +36,9 @@ pub enum MpbondVariant {
     /// A subflow that drained carries copies of the tail of the last one to finish
     /// (`tuning.tail_copy = true`, off by default): what a two-sided finish buys.
     TailCopy,
+    /// PAMS holds the last bytes of a transfer at the sender until a subflow's queue is down
+    /// to 100 ms (`tuning.late_bind = "100ms"`, off by default): what late binding buys.
+    LateBind,
     /// Helpers send no pipe minimum RTT (`tuning.pipe_min_rtt = false`), as a helper that
     /// predates `PIPE_MIN_RTT`: PAD reads a pipe's smoothed RTT as its delay.
     NoPipeMinRtt,
@@ -107,7 +110,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 28] = [
+    const ALL: [MpbondVariant; 29] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -116,6 +119,7 @@ impl MpbondVariant {
         MpbondVariant::NoDrainFloor,
         MpbondVariant::Shortfall,
         MpbondVariant::TailCopy,
+        MpbondVariant::LateBind,
         MpbondVariant::NoPipeMinRtt,
         MpbondVariant::FixedAlways,
         MpbondVariant::FixedOnDemand,
@@ -148,6 +152,7 @@ impl MpbondVariant {
             MpbondVariant::NoDrainFloor => "mpbond-no-drain-floor",
             MpbondVariant::Shortfall => "mpbond-shortfall",
             MpbondVariant::TailCopy => "mpbond-tail-copy",
+            MpbondVariant::LateBind => "mpbond-late-bind",
             MpbondVariant::NoPipeMinRtt => "mpbond-no-pipe-min-rtt",
             MpbondVariant::FixedAlways => "mpbond-fixed-always",
             MpbondVariant::FixedOnDemand => "mpbond-fixed-on-demand",

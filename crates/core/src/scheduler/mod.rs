@@ -19,8 +19,8 @@ pub mod swtc;
 
 pub use minrtt::MinRtt;
 pub use pams::{
-    lookahead_bytes, pad, pad_drain, PadModel, Pams, PamsConfig, RecallAmount, UnknownPadModel,
-    LOOKAHEAD_RTTS,
+    lookahead_bytes, pad, pad_drain, queue_delay, PadModel, Pams, PamsConfig, RecallAmount,
+    UnknownPadModel, LATE_BIND_HORIZON, LOOKAHEAD_RTTS,
 };
 pub use roundrobin::RoundRobin;
 pub use swtc::Swtc;

@@ -157,6 +157,17 @@ impl PadModel {
     }
 }
 
+/// The default [`PamsConfig::late_bind_horizon`], seconds.
+pub const LATE_BIND_HORIZON: f64 = 0.5;
+
+/// The queueing delay a byte sent on `p` now would meet beyond its propagation delays, under
+/// [`pad_drain`]: its sender-side path's queue and, for a helper, what waits ahead of it in
+/// the helper and its pipe, seconds (at least 0).
+pub fn queue_delay(p: &PathView) -> f64 {
+    let base = p.propagation_owd() + p.pipe.as_ref().map_or(0.0, |q| q.propagation_rtt() / 2.0);
+    (pad_drain(p) - base).max(0.0)
+}
+
 /// Default lookahead of Algorithm 1's deferral, in RTTs of the slowest subflow
 /// ([`PamsConfig::lookahead_rtts`]).
 pub const LOOKAHEAD_RTTS: f64 = 2.0;
@@ -264,6 +275,25 @@ pub struct PamsConfig {
     /// save pays for ([`super::admission`]); unset, it minimises time alone, as MPBond does.
     /// An mpbond addition.
     pub time_value: Option<f64>,
+    /// Late binding at the end of a transfer: once the bytes still unscheduled are within
+    /// [`PamsConfig::late_bind_horizon`] of the end at the subflows' combined rate, a subflow
+    /// takes new bytes only while the queue a byte would join there is at most this long
+    /// ([`queue_delay`]), seconds; `None` (the default) lets every subflow fill its window.
+    /// An mpbond addition to Algorithm 1.
+    ///
+    /// A byte handed to a subflow's TCP cannot be taken back, and under CUBIC behind a deep
+    /// cellular queue a subflow's window holds its whole round trip, queue included: 1 MB,
+    /// about 0.3 s, on each of 11d's LTE paths. PAMS plans a common finish over those
+    /// commitments from rate estimates, and when a path's rate moves within its queue's 0.3 s
+    /// the paths end apart and a recall can only send copies (docs/evaluation.md, 11d: most of
+    /// what three devices lose falls at segments' ends). Holding the last bytes at the sender
+    /// until a subflow's queue has drained to this delay keeps each path busy (its queue
+    /// still holds this long of its rate) while the final assignment is made this long
+    /// before each path would run dry, not a whole queue before.
+    pub late_bind: Option<f64>,
+    /// How close to the end late binding starts, in seconds of the subflows' combined
+    /// effective throughput over the unscheduled bytes ([`PamsConfig::late_bind`]).
+    pub late_bind_horizon: f64,
 }
 
 impl Default for PamsConfig {
@@ -279,6 +309,8 @@ impl Default for PamsConfig {
             pad: PadModel::Drain,
             shortfall_sigmas: 0.0,
             time_value: None,
+            late_bind: None,
+            late_bind_horizon: LATE_BIND_HORIZON,
         }
     }
 }
@@ -367,6 +399,18 @@ impl Pams {
 
     /// The subflows the energy-aware admission lets PAMS use for `backlog` bytes
     /// ([`admission::admit`]); all of them when no value of time is set.
+    /// The longest queue a subflow may hold and still take new bytes, while late binding
+    /// is on and the transfer's unscheduled bytes are within its horizon of the end
+    /// ([`PamsConfig::late_bind`]); `None` otherwise.
+    fn late_bind_cap(&self, ctx: &SchedContext, paths: &[PathView]) -> Option<f64> {
+        let q = self.cfg.late_bind?;
+        if !ctx.finite {
+            return None;
+        }
+        let rate: f64 = paths.iter().map(|p| p.effective_throughput()).sum();
+        (ctx.untransmitted as f64 <= rate * self.cfg.late_bind_horizon).then_some(q)
+    }
+
     fn admitted<'p>(&self, paths: &'p [PathView], backlog: f64) -> Cow<'p, [PathView]> {
         match self.cfg.time_value {
             Some(w) => Cow::Owned(admission::admit(self.cfg.pad, paths, backlog, w)),
@@ -440,6 +484,7 @@ impl Scheduler for Pams {
     /// subflows can deliver within that horizon.
     fn select(&mut self, ctx: &SchedContext, paths: &[PathView]) -> Decision {
         let paths = &*self.admitted(paths, ctx.untransmitted as f64);
+        let queue_cap = self.late_bind_cap(ctx, paths);
         let backlog = match self.cfg.lookahead_rtts {
             Some(r) if !ctx.finite => (ctx.untransmitted as f64).min(lookahead_bytes(paths, r)),
             _ => ctx.untransmitted as f64,
@@ -450,7 +495,10 @@ impl Scheduler for Pams {
         loop {
             let mut target: Option<(usize, f64)> = None;
             for (i, p) in paths.iter().enumerate() {
-                if !p.idle || passed.get(i).copied().unwrap_or(false) {
+                if !p.idle
+                    || passed.get(i).copied().unwrap_or(false)
+                    || queue_cap.is_some_and(|q| queue_delay(p) > q)
+                {
                     continue;
                 }
                 let d = self.cfg.pad.pad(p);
@@ -1188,6 +1236,71 @@ mod tests {
             "within the HS-Path's RTT"
         );
         assert!(s.reinjection(&at(1010), &paths).is_some());
+    }
+
+    /// The queue a byte joins: beyond one bandwidth-delay product on a direct path, and for
+    /// a helper what its HS-Path, buffer and pipe hold ahead of it at the pipe's rate.
+    #[test]
+    fn queue_delay_is_what_a_byte_waits_beyond_propagation() {
+        // 1 MB at 3 MB/s over a 50 ms path: 0.333 s to drain, less one RTT of it in flight.
+        let d = direct(0, 50.0, 24.0, 1_000_000, true);
+        assert!(
+            close(queue_delay(&d), 1e6 / 3e6 - 0.05),
+            "{}",
+            queue_delay(&d)
+        );
+        // Nothing queued: no queue, whatever the smoothed RTT holds.
+        let mut empty = direct(0, 50.0, 24.0, 0, true);
+        empty.rtt = 0.4;
+        assert_eq!(queue_delay(&empty), 0.0);
+        // A helper whose pipe (4 ms, 5 MB/s) holds 500 KB: ahead / Th_p less the pipe's
+        // propagation delay at both ends of the byte's wait.
+        let mut h = helper(1, 50.0, 80.0, 0, 4.0, 40.0, 500_000, true);
+        if let Some(p) = h.pipe.as_mut() {
+            p.min_rtt = 0.004;
+        }
+        let want = 500_000.0 / 5e6 - 0.002 - (0.025 + 0.002);
+        assert!(close(queue_delay(&h), want), "{} {want}", queue_delay(&h));
+    }
+
+    /// Late binding: near the end of a transfer a subflow whose queue is deeper than the cap
+    /// takes nothing more, though its window has room, and takes bytes again once the queue
+    /// has drained to the cap; before the horizon, or on an open stream, it fills as before.
+    #[test]
+    fn late_binding_holds_the_last_bytes_off_a_deep_queue() {
+        let mut pams = Pams::new(PamsConfig {
+            late_bind: Some(0.1),
+            ..PamsConfig::default()
+        });
+        // Both paths hold 1 MB (0.28 s of queue each); the helper is busy.
+        let deep = vec![
+            direct(0, 50.0, 24.0, 1_000_000, true),
+            helper(1, 50.0, 24.0, 1_000_000, 4.0, 39.0, 0, false),
+        ];
+        // 2 MB left is within 0.5 s at the 6 MB/s they carry together: hold.
+        assert_eq!(pams.select(&finite(2_000_000), &deep), Decision::Defer);
+        // Further from the end, or on a stream whose end is unknown, fill as before.
+        assert_eq!(
+            pams.select(&finite(20_000_000), &deep),
+            Decision::Send(SubflowId(0))
+        );
+        assert_eq!(
+            pams.select(&ctx(2_000_000), &deep),
+            Decision::Send(SubflowId(0))
+        );
+        // Off, the deep path takes the bytes.
+        assert_eq!(
+            Pams::default().select(&finite(2_000_000), &deep),
+            Decision::Send(SubflowId(0))
+        );
+        // Drained to 200 KB (17 ms of queue), the direct path takes them again.
+        let mut drained = deep.clone();
+        drained[0].queued = 200_000;
+        drained[0].outstanding = 200_000;
+        assert_eq!(
+            pams.select(&finite(2_000_000), &drained),
+            Decision::Send(SubflowId(0))
+        );
     }
 
     #[test]

@@ -300,6 +300,8 @@ impl Session {
             shortfall_sigmas: t.recall_shortfall,
             pad: t.pad_model()?,
             time_value: t.time_value,
+            late_bind: (!t.late_bind.0.is_zero()).then_some(t.late_bind.0.as_secs_f64()),
+            late_bind_horizon: t.late_bind_horizon.0.as_secs_f64(),
             ..PamsConfig::default()
         };
         let scheduler = by_name(&spec.scheduler, pams).map_err(|e| e.to_string())?;

@@ -81,6 +81,15 @@ pub struct SimArgs {
     /// `tuning.tail_copy`; off by default).
     #[arg(long)]
     tail_copy: bool,
+    /// Late binding at the end of a transfer (as `tuning.late_bind`; off by default): within
+    /// --late-bind-horizon of the end, a subflow takes new bytes only while the queue a byte
+    /// would join there is at most this long, e.g. 50ms.
+    #[arg(long, value_name = "DUR")]
+    late_bind: Option<String>,
+    /// How close to the end late binding starts: the unscheduled bytes at the subflows'
+    /// combined rate (as `tuning.late_bind_horizon`).
+    #[arg(long, default_value = "500ms", value_name = "DUR")]
+    late_bind_horizon: String,
     /// Helpers send no pipe minimum RTT (as `tuning.pipe_min_rtt = false`): PAD reads a
     /// pipe's smoothed RTT as its delay, as before `PIPE_MIN_RTT`.
     #[arg(long)]
@@ -379,6 +388,16 @@ impl SimArgs {
                 self.recall_shortfall
             );
         }
+        let late_bind = self
+            .late_bind
+            .as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--late-bind: {e}"))?
+            .map(|d| d.as_secs_f64());
+        let late_bind_horizon = parse_duration(&self.late_bind_horizon)
+            .map_err(|e| anyhow::anyhow!("--late-bind-horizon: {e}"))?
+            .as_secs_f64();
         let pipe_radio = mpbond_core::energy::Radio::parse(&self.pipe_radio)
             .map_err(|e| anyhow::anyhow!("--pipe-radio: {e}"))?;
         let mut out = Vec::new();
@@ -410,6 +429,8 @@ impl SimArgs {
                     sc.late_rescue = !self.no_reinject;
                     sc.window_rescue = !self.no_reinject;
                     sc.tail_copy = self.tail_copy;
+                    sc.pams.late_bind = late_bind;
+                    sc.pams.late_bind_horizon = late_bind_horizon;
                     sc.pipe_min_rtt = !self.no_pipe_min_rtt;
                     sc.pams.lookahead_rtts = match self.lookahead.as_str() {
                         "off" => None,
