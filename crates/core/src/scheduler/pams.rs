@@ -289,8 +289,8 @@ pub struct PamsConfig {
     /// sender until a subflow's queue has drained to this delay keeps each path busy (its
     /// queue still holds this long of its rate) while the final assignment is made this long
     /// before each path would run dry, not a whole queue before. In the lab it halved 11d's
-    /// recalls but moved no stall ratio beyond the spread, and cost 10a 2% of its time
-    /// (docs/evaluation.md, item 59), so it is off by default.
+    /// recalls but lowered no stall ratio, and cost 10a 2-6% of its time (docs/evaluation.md,
+    /// item 59), so it is off by default.
     pub late_bind: Option<f64>,
     /// How close to the end late binding starts, in seconds of the subflows' combined
     /// effective throughput over the unscheduled bytes ([`PamsConfig::late_bind`]).
