@@ -673,6 +673,8 @@ pub fn run_one(
     let topo = sc.topology(lead, rep)?;
     let helpers_used = scheme.helpers_used(topo.helpers.len());
     let mut tb = Testbed::build(&topo)?;
+    // The last run's TUN devices close while this one's daemons connect (crate::emu::RETIRED).
+    let closing = crate::emu::close_retired();
     let work = env.work.join(format!("{}-{}-{}", scheme, size, rep));
     std::fs::create_dir_all(&work)?;
     let origin = SocketAddr::from((addr::ORIGIN, 80));
@@ -809,6 +811,9 @@ pub fn run_one(
                 WARM_IDLE
             );
         }
+    }
+    if closing.join().is_err() {
+        tracing::warn!("the thread closing the last run's devices panicked");
     }
     // The kernel's counters of every device, before and after the workload: the reported
     // few go into the result, all that moved into `counters.csv` with `--packets`.

@@ -207,10 +207,9 @@ impl Testbed {
         // (MPBond §6.1 ran CUBIC on every path; BBR, a common host default, behaves very
         // differently on drop-tail queues and LTE traces).
         crate::netns::allow_congestion(&spec.cc)?;
-        let setting = format!("net.ipv4.tcp_congestion_control={}", spec.cc);
         // Kernel defaults for the send buffer, whatever the host set: the window-limited
         // bound (`run::WINDOW_BOUND`) holds every sender to its maximum.
-        let wmem = format!("net.ipv4.tcp_wmem=4096 16384 {SEND_BUFFER_MAX}");
+        let wmem = format!("4096 16384 {SEND_BUFFER_MAX}");
         for n in ns.names() {
             let phone = n == &names.primary || names.helpers.contains(n);
             let start = if phone {
@@ -218,14 +217,16 @@ impl Testbed {
             } else {
                 LINUX_RECEIVE_BUFFER
             };
-            let rmem = format!("net.ipv4.tcp_rmem=4096 {start} {RECEIVE_BUFFER_MAX}");
+            let rmem = format!("4096 {start} {RECEIVE_BUFFER_MAX}");
             let set = [
-                "ip", "netns", "exec", n, "sysctl", "-qw", &setting, &wmem, &rmem,
+                ("net.ipv4.tcp_congestion_control", spec.cc.as_str()),
+                ("net.ipv4.tcp_wmem", wmem.as_str()),
+                ("net.ipv4.tcp_rmem", rmem.as_str()),
             ];
-            if crate::netns::sh(&set).is_err() {
+            if crate::netns::sysctl(n, &set, true).is_err() {
                 // Someone may have shrunk the allowed list since: allow it again, once.
                 crate::netns::allow_congestion(&spec.cc)?;
-                crate::netns::sh(&set)?;
+                crate::netns::sysctl(n, &set, true)?;
             }
         }
         // Proxy–origin: a veth pair, no emulation.
@@ -383,15 +384,15 @@ impl Testbed {
         // off: the testbed is IPv4, and a router solicitation (48 bytes) sent seconds after a
         // device came up once landed on a pipe during a `single` run.
         for n in ns.names() {
-            crate::netns::sh(&[
-                "ip",
-                "netns",
-                "exec",
+            crate::netns::sysctl(
                 n,
-                "sh",
-                "-c",
-                "sysctl -qw net.ipv4.ip_forward=1 && for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done && { for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do echo 1 > $f 2>/dev/null; done; true; }",
-            ])?;
+                &[
+                    ("net.ipv4.ip_forward", "1"),
+                    ("net.ipv4.conf.*.rp_filter", "0"),
+                ],
+                true,
+            )?;
+            crate::netns::sysctl(n, &[("net.ipv6.conf.*.disable_ipv6", "1")], false)?;
         }
         let pipe_devs = routes.iter().map(|(_, dev, _)| dev.clone()).collect();
         let emu = Emulator::start(links, spec.seed)?;

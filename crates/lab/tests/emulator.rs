@@ -251,6 +251,43 @@ fn phones_and_servers_get_their_own_pinned_receive_buffers() {
     assert_eq!(rmem(&tb.names.origin), "4096 131072 6291456");
 }
 
+/// Every namespace forwards, filters no reverse path on any device (the emulator's TUN
+/// devices included), keeps no TCP metrics from one connection to the next and has IPv6 off
+/// (the settings `crate::netns::sysctl` writes from a thread inside each namespace).
+#[test]
+fn every_namespace_forwards_without_reverse_path_filters_or_metrics() {
+    let tb = testbed(cfg(RateProfile::constant(10e6), 5, 0.0));
+    for n in tb.namespaces() {
+        assert_eq!(namespace_sysctl(n, "net.ipv4.ip_forward"), "1", "{n}");
+        assert_eq!(
+            namespace_sysctl(n, "net.ipv4.tcp_no_metrics_save"),
+            "1",
+            "{n}"
+        );
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                n,
+                "sysctl",
+                "-a",
+                "-r",
+                "rp_filter|disable_ipv6",
+            ])
+            .output()
+            .expect("sysctl");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let rp: Vec<&str> = text.lines().filter(|l| l.contains("rp_filter")).collect();
+        assert!(rp.len() >= 3, "{n}: all, default and lo at least: {text}");
+        assert!(rp.iter().all(|l| l.ends_with("= 0")), "{n}: {text}");
+        let v6: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("disable_ipv6"))
+            .collect();
+        assert!(v6.iter().all(|l| l.ends_with("= 1")), "{n}: {text}");
+    }
+}
+
 #[test]
 fn every_namespace_uses_the_scenarios_congestion_control() {
     // Reno is never a host default, so seeing it proves the testbed set it.
