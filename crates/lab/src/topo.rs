@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 use mpbond_sim::link::LinkConfig;
 
 use crate::emu::{Emulator, LinkSpec};
-use crate::netns::{Namespaces, NetError};
+use crate::netns::{IpBatch, Namespaces, NetError};
 use crate::tun::Tun;
 
 /// The largest send buffer TCP autotuning may give a socket in every namespace
@@ -231,8 +231,9 @@ impl Testbed {
         }
         // Proxy–origin: a veth pair, no emulation.
         let (vp, vo) = (format!("{prefix}wp"), format!("{prefix}wo"));
-        crate::netns::sh(&[
-            "ip",
+        // Every `ip` command from here runs at the end, batched (crate::netns::IpBatch).
+        let mut ip = IpBatch::default();
+        ip.root(&[
             "link",
             "add",
             &vp,
@@ -245,12 +246,12 @@ impl Testbed {
             &vo,
             "netns",
             &names.origin,
-        ])?;
-        p2p(&names.proxy, &vp, addr::PROXY_WAN, addr::ORIGIN)?;
-        p2p(&names.origin, &vo, addr::ORIGIN, addr::PROXY_WAN)?;
+        ]);
+        p2p(&mut ip, &names.proxy, &vp, addr::PROXY_WAN, addr::ORIGIN);
+        p2p(&mut ip, &names.origin, &vo, addr::ORIGIN, addr::PROXY_WAN);
         // A veth is Ethernet: the origin's default route needs the proxy as gateway (a bare
         // `dev` route would ARP for every remote address).
-        Namespaces::ip(
+        ip.ns(
             &names.origin,
             &[
                 "route",
@@ -261,10 +262,11 @@ impl Testbed {
                 "dev",
                 &vo,
             ],
-        )?;
+        );
 
         let mut links = Vec::new();
-        let mut tun_link = |name: &str,
+        let mut tun_link = |ip: &mut IpBatch,
+                            name: &str,
                             a_ns: &str,
                             a_ip: Ipv4Addr,
                             b_ns: &str,
@@ -274,10 +276,10 @@ impl Testbed {
             let (an, bn) = (format!("{prefix}{name}a"), format!("{prefix}{name}b"));
             let a = Tun::create(&an)?;
             let b = Tun::create(&bn)?;
-            crate::netns::sh(&["ip", "link", "set", &an, "netns", a_ns])?;
-            crate::netns::sh(&["ip", "link", "set", &bn, "netns", b_ns])?;
-            p2p(a_ns, &an, a_ip, b_ip)?;
-            p2p(b_ns, &bn, b_ip, a_ip)?;
+            ip.root(&["link", "set", &an, "netns", a_ns]);
+            ip.root(&["link", "set", &bn, "netns", b_ns]);
+            p2p(ip, a_ns, &an, a_ip, b_ip);
+            p2p(ip, b_ns, &bn, b_ip, a_ip);
             links.push(LinkSpec {
                 name: name.to_string(),
                 a,
@@ -288,6 +290,7 @@ impl Testbed {
             Ok((an, bn))
         };
         let (ps_a, _) = tun_link(
+            &mut ip,
             "ps",
             &names.primary,
             addr::PS_PRIMARY,
@@ -298,6 +301,7 @@ impl Testbed {
         let mut ps2_dev = None;
         if let Some(p2) = &spec.ps2 {
             let (a, _) = tun_link(
+                &mut ip,
                 "ps2",
                 &names.primary,
                 addr::PS2_PRIMARY,
@@ -314,6 +318,7 @@ impl Testbed {
             let hns = &names.helpers[i];
             let (hs_ip, hs_proxy) = addr::hs(i);
             let (hs_a, hs_b) = tun_link(
+                &mut ip,
                 &format!("hs{}", i + 1),
                 hns,
                 hs_ip,
@@ -322,11 +327,12 @@ impl Testbed {
                 &h.hs,
             )?;
             // The helper reaches everything through its own WAN link.
-            Namespaces::ip(hns, &["route", "add", "default", "dev", &hs_a])?;
+            ip.ns(hns, &["route", "add", "default", "dev", &hs_a]);
             let mut mine = Vec::new();
             for (j, pp) in h.pipes.iter().enumerate() {
                 let (pa_ip, pb_ip) = addr::pipe(pnum);
                 let (pa, _) = tun_link(
+                    &mut ip,
                     &format!("p{}{}", i + 1, j + 1),
                     &names.primary,
                     pa_ip,
@@ -342,15 +348,15 @@ impl Testbed {
         }
         // The primary: everything over its own WAN link, except traffic sourced from a pipe
         // address (kibbutz's tethered subflow), which goes to that pipe's helper.
-        Namespaces::ip(&names.primary, &["route", "add", "default", "dev", &ps_a])?;
+        ip.ns(&names.primary, &["route", "add", "default", "dev", &ps_a]);
         if let Some(dev) = &ps2_dev {
             // The second WAN interface carries what is sourced from its address
             // (mptcp-wifi-lte's second subflow).
-            Namespaces::ip(
+            ip.ns(
                 &names.primary,
                 &["route", "add", "default", "dev", dev, "table", "99"],
-            )?;
-            Namespaces::ip(
+            );
+            ip.ns(
                 &names.primary,
                 &[
                     "rule",
@@ -360,25 +366,26 @@ impl Testbed {
                     "table",
                     "99",
                 ],
-            )?;
+            );
         }
         for (p, dev, hs_b) in &routes {
             let (pa_ip, _) = addr::pipe(*p);
             let table = (100 + p).to_string();
-            Namespaces::ip(
+            ip.ns(
                 &names.primary,
                 &["route", "add", "default", "dev", dev, "table", &table],
-            )?;
-            Namespaces::ip(
+            );
+            ip.ns(
                 &names.primary,
                 &["rule", "add", "from", &pa_ip.to_string(), "table", &table],
-            )?;
+            );
             // The Internet (the proxy namespace) routes the pipe address back via the helper.
-            Namespaces::ip(
+            ip.ns(
                 &names.proxy,
                 &["route", "add", &format!("{pa_ip}/32"), "dev", hs_b],
-            )?;
+            );
         }
+        ip.run()?;
         // Devices moved in from the root namespace kept its per-device settings: forwarding on
         // and reverse-path filtering off for every device, now that all are in place. IPv6
         // off: the testbed is IPv4, and a router solicitation (48 bytes) sent seconds after a
@@ -420,8 +427,8 @@ impl Drop for Testbed {
 }
 
 /// Point-to-point addressing on a device, and up.
-fn p2p(ns: &str, dev: &str, local: Ipv4Addr, peer: Ipv4Addr) -> Result<(), NetError> {
-    Namespaces::ip(
+fn p2p(ip: &mut IpBatch, ns: &str, dev: &str, local: Ipv4Addr, peer: Ipv4Addr) {
+    ip.ns(
         ns,
         &[
             "addr",
@@ -432,6 +439,6 @@ fn p2p(ns: &str, dev: &str, local: Ipv4Addr, peer: Ipv4Addr) -> Result<(), NetEr
             "dev",
             dev,
         ],
-    )?;
-    Namespaces::ip(ns, &["link", "set", dev, "mtu", "1500", "up"])
+    );
+    ip.ns(ns, &["link", "set", dev, "mtu", "1500", "up"]);
 }
