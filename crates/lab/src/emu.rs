@@ -303,8 +303,8 @@ impl Emulator {
             .take()
             .and_then(|t| t.join().ok())
             .unwrap_or_default();
-        let uncollected = take_retired();
-        drop(uncollected);
+        // Devices no run collected (a caller that never called close_retired) go now.
+        drop(take_retired());
         match RETIRED.lock() {
             Ok(mut v) => *v = tuns,
             Err(poisoned) => *poisoned.into_inner() = tuns,
