@@ -431,13 +431,6 @@ impl Namespaces {
         sysctl(name, &[("net.ipv4.tcp_no_metrics_save", "1")], true)
     }
 
-    /// Runs `ip ARGS` in namespace `ns`.
-    pub fn ip(ns: &str, args: &[&str]) -> Result<(), NetError> {
-        let mut v = vec!["ip", "-n", ns];
-        v.extend_from_slice(args);
-        sh(&v)
-    }
-
     /// The namespaces, in creation order.
     pub fn names(&self) -> &[String] {
         &self.names
