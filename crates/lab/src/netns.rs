@@ -231,34 +231,37 @@ fn ip_batch(ns: Option<&str>, lines: &[String]) -> Result<(), NetError> {
 /// three groups in each of its five or six namespaces. With `required` false a setting the
 /// kernel lacks (IPv6 built out) is skipped; otherwise the error names the file.
 pub fn sysctl(ns: &str, settings: &[(&str, &str)], required: bool) -> Result<(), NetError> {
-    let ns = ns.to_string();
-    let settings: Vec<(String, String)> = settings
-        .iter()
-        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-        .collect();
-    std::thread::spawn(move || -> Result<(), NetError> {
-        enter(&ns)?;
-        for (key, value) in &settings {
-            let files = match sysctl_files(key) {
-                Ok(f) => f,
-                Err(_) if !required => continue,
-                Err(e) => return Err(e),
-            };
-            for file in files {
-                if let Err(e) = std::fs::write(&file, value) {
-                    if required {
-                        return Err(NetError::Command {
-                            cmd: format!("sysctl -w {key}={value} in {ns}"),
-                            stderr: format!("{}: {e}", file.display()),
-                        });
-                    }
+    // A scoped thread: it borrows the settings, and it ends (leaving the namespace) before
+    // this returns.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| write_sysctls(ns, settings, required))
+            .join()
+            .map_err(|_| NetError::Io(std::io::Error::other("the sysctl thread panicked")))?
+    })
+}
+
+/// [`sysctl`]'s work, on a thread of its own, which it moves into namespace `ns`.
+fn write_sysctls(ns: &str, settings: &[(&str, &str)], required: bool) -> Result<(), NetError> {
+    enter(ns)?;
+    for (key, value) in settings {
+        let files = match sysctl_files(key) {
+            Ok(f) => f,
+            Err(_) if !required => continue,
+            Err(e) => return Err(e),
+        };
+        for file in files {
+            if let Err(e) = std::fs::write(&file, value) {
+                if required {
+                    return Err(NetError::Command {
+                        cmd: format!("sysctl -w {key}={value} in {ns}"),
+                        stderr: format!("{}: {e}", file.display()),
+                    });
                 }
             }
         }
-        Ok(())
-    })
-    .join()
-    .map_err(|_| NetError::Io(std::io::Error::other("the sysctl thread panicked")))?
+    }
+    Ok(())
 }
 
 /// The `/proc/sys` files a [`sysctl`] key names, a `*` component expanded over the
