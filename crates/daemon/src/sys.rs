@@ -405,12 +405,23 @@ pub fn rss_bytes() -> Option<u64> {
 
 /// CPU time (user + system) this process has used, in seconds.
 pub fn process_cpu_seconds() -> f64 {
+    clock_seconds(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// CPU time the calling thread has used, in seconds, to the nanosecond and up to date
+/// (schedstat in `/proc` lags by up to a scheduler tick for a thread that is running).
+pub fn thread_cpu_seconds() -> f64 {
+    clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// `clock_gettime(clock)` in seconds, or 0 when the clock cannot be read.
+fn clock_seconds(clock: libc::clockid_t) -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     if rc == 0 {
         ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
     } else {
@@ -487,6 +498,13 @@ mod tests {
         assert_eq!(info.data_segs_in, 0);
         assert!(rss_bytes().unwrap() > 0);
         assert!(process_cpu_seconds() > 0.0);
+        // This thread's own time is part of the process's and moves while it works.
+        let t0 = thread_cpu_seconds();
+        let mut x = 1u64;
+        while thread_cpu_seconds() < t0 + 0.002 {
+            x = std::hint::black_box(x.wrapping_mul(3).wrapping_add(1));
+        }
+        assert!(t0 > 0.0 && thread_cpu_seconds() <= process_cpu_seconds());
         // Not a redirected connection: the kernel has no original destination.
         assert!(original_dst(&s, false).is_err());
     }

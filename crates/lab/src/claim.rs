@@ -156,6 +156,10 @@ impl Metric {
                 t.iter().sum::<f64>() / t.len().max(1) as f64
             }
             Metric::CpuPrimary | Metric::CpuHelper => {
+                // A run the hypervisor stole from measures the host, not mpbond.
+                if r.host_cpu.as_ref().is_some_and(|h| h.stolen(r.seconds)) {
+                    return None;
+                }
                 let primary = self == Metric::CpuPrimary;
                 let busiest = r
                     .cpu
@@ -372,6 +376,9 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
         // at 0 leave it undefined; a metric the runs do not have leaves it missing.
         if v.is_nan() {
             undefined |= own == 0.0 && base == Some(0.0);
+            // CPU measured in every run, but every run left out for the host's steal.
+            undefined |= matches!(m, Metric::CpuPrimary | Metric::CpuHelper)
+                && mine.iter().any(|r| !r.cpu.is_empty());
             continue;
         }
         let label = match (&variant, sz) {
@@ -510,6 +517,7 @@ pub(crate) mod tests {
             video: None,
             chunk_times: vec![],
             cpu: vec![],
+            host_cpu: None,
             sched: None,
             kernel: Default::default(),
         }
@@ -638,6 +646,8 @@ pub(crate) mod tests {
         let cpu = |d: &str, s: f64| DaemonCpu {
             device: d.into(),
             cpu_s: s,
+            wait_s: 0.0,
+            sys_s: 0.0,
         };
         let mut m = run("mpbond", 1_000_000, 2.0, 10.0);
         m.cpu = vec![
@@ -657,6 +667,27 @@ pub(crate) mod tests {
         let mut c = claim("cpu_primary", None, PaperValue::One(0.04));
         c.scheme = "kibbutz".into();
         assert_eq!(evaluate(&c, &rs).unwrap().verdict, Verdict::Missing);
+
+        // A run in which the hypervisor stole more than 3% of a core is left out: with a
+        // quiet run beside it, the quiet run's figure stands; alone, the claim has no value.
+        let host = |steal_s: f64| crate::cpu::HostCpu {
+            steal_s,
+            ..Default::default()
+        };
+        let mut quiet = rs[0].clone();
+        quiet.host_cpu = Some(host(0.05));
+        let mut stolen = rs[0].clone();
+        stolen.host_cpu = Some(host(0.5));
+        stolen.cpu = vec![cpu("primary", 0.4)];
+        let both = vec![quiet, stolen.clone()];
+        let o = evaluate(&claim("cpu_primary", None, PaperValue::One(0.04)), &both).unwrap();
+        assert!((o.ours.unwrap().0 - 0.05).abs() < 1e-12, "{:?}", o.ours);
+        let o = evaluate(
+            &claim("cpu_primary", None, PaperValue::One(0.04)),
+            &[stolen],
+        )
+        .unwrap();
+        assert_eq!((o.ours, o.verdict), (None, Verdict::NoValue));
     }
 
     /// The arrival claims pool the runs' arrival samples, independently of the goodput's:

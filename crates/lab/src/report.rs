@@ -285,6 +285,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
         let _ = writeln!(o);
         interface_energy(&mut o, &groups);
         daemon_cpu(&mut o, &groups);
+        host_load(&mut o, &groups);
         sender_activity(&mut o, &groups);
         kernel_counters(&mut o, &groups);
         // Bytes per device: what each device's WAN link carried toward it.
@@ -590,7 +591,8 @@ fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
     }
     let _ = writeln!(
         o,
-        "CPU of mpbond's daemons over the workload (% of one core, mean ± sd over runs; crate::cpu):\n\n| scheme | {} |",
+        "CPU of mpbond's daemons over the workload (% of one core, mean ± sd over the runs in which the hypervisor stole at most {:.0}% of a core, as the CPU claims take them; the host's table below counts the runs left out; crate::cpu):\n\n| scheme | {} |",
+        100.0 * crate::cpu::STEAL_LIMIT,
         devices.join(" | ")
     );
     let _ = writeln!(o, "|{}", " --- |".repeat(devices.len() + 1));
@@ -603,6 +605,7 @@ fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
             .map(|d| {
                 let v: Vec<f64> = rs
                     .iter()
+                    .filter(|r| !r.host_cpu.as_ref().is_some_and(|h| h.stolen(r.seconds)))
                     .filter_map(|r| {
                         let c = r.cpu.iter().find(|c| &c.device == d)?;
                         Some(100.0 * c.cpu_s / r.seconds.max(1e-9))
@@ -617,6 +620,73 @@ fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
             })
             .collect();
         let _ = writeln!(o, "| {s} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(o);
+}
+
+/// The host around the daemons' CPU figures ([`crate::cpu::HostCpu`]), for the schemes
+/// whose daemons were measured: a run whose daemons took more CPU while the probe's fixed
+/// work also cost more, or while the hypervisor stole time, or beside other load, is the
+/// host's, not mpbond's. Each cell is the mean ± sd over runs and the largest run's.
+fn host_load(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    const COLS: usize = 6;
+    let rows: Vec<(&str, Vec<[f64; COLS]>, usize)> = groups
+        .iter()
+        .filter_map(|(s, rs)| {
+            let v: Vec<[f64; COLS]> = rs
+                .iter()
+                .filter(|r| !r.cpu.is_empty())
+                .filter_map(|r| {
+                    let h = r.host_cpu.as_ref()?;
+                    let secs = r.seconds.max(1e-9);
+                    let wait: f64 = r.cpu.iter().map(|c| c.wait_s).sum();
+                    let cpu: f64 = r.cpu.iter().map(|c| c.cpu_s).sum();
+                    let sys: f64 = r.cpu.iter().map(|c| c.sys_s).sum();
+                    Some([
+                        h.probe_cpu_ms,
+                        h.probe_sys_ms,
+                        h.probe_wall_ms / h.probe_cpu_ms.max(1e-9),
+                        100.0 * h.steal_s / secs,
+                        100.0 * wait / secs,
+                        100.0 * sys / cpu.max(1e-9),
+                    ])
+                })
+                .collect();
+            let stolen = rs
+                .iter()
+                .filter(|r| !r.cpu.is_empty())
+                .filter(|r| r.host_cpu.as_ref().is_some_and(|h| h.stolen(r.seconds)))
+                .count();
+            (!v.is_empty()).then_some((*s, v, stolen))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "The host over the workload, to read the CPU above against (mean ± sd over runs, the largest run's in brackets; crate::cpu::HostCpu): every 100 ms a probe times the same fixed work in user space and in the kernel's socket calls (ms of its thread's CPU) and the user-space work's wall time against its CPU time; the hypervisor's steal (% of one core); the daemons' time waiting on a run queue (% of the run, summed over daemons) and the kernel's share of their CPU (stime, in 10 ms ticks); and the runs left out of the CPU above and the CPU claims for more steal than {:.0}% of a core:\n\n| scheme | probe user ms | probe sockets ms | probe wall ÷ CPU | steal % | run-queue wait % | daemons in kernel % | left out |\n| --- | --- | --- | --- | --- | --- | --- | --- |",
+        100.0 * crate::cpu::STEAL_LIMIT
+    );
+    for (s, v, stolen) in rows {
+        let cells: Vec<String> = (0..COLS)
+            .map(|i| {
+                let col: Vec<f64> = v.iter().map(|r| r[i]).collect();
+                let (m, sd) = mean_sd(&col);
+                let max = col.iter().copied().fold(f64::MIN, f64::max);
+                if i < 3 {
+                    format!("{m:.2} ± {sd:.2} ({max:.2})")
+                } else {
+                    format!("{m:.1} ± {sd:.1} ({max:.1})")
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "| {s} | {} | {stolen} of {} |",
+            cells.join(" | "),
+            v.len()
+        );
     }
     let _ = writeln!(o);
 }
@@ -1275,9 +1345,30 @@ mod tests {
         m.cpu = vec![DaemonCpu {
             device: "primary".into(),
             cpu_s: 0.05,
+            wait_s: 0.01,
+            sys_s: 0.03,
         }];
+        m.host_cpu = Some(crate::cpu::HostCpu {
+            busy_s: 0.65,
+            steal_s: 0.02,
+            lab_s: 0.4,
+            probes: 20,
+            probe_cpu_ms: 0.3,
+            probe_cpu_max_ms: 0.5,
+            probe_wall_ms: 0.36,
+            probe_sys_ms: 0.2,
+        });
+        k.host_cpu = m.host_cpu.clone();
         let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];
-        let t = table("t", &schemes, &[k, m]);
+        // A second run, in which the hypervisor stole half a core and the daemon read 50%:
+        // left out of the CPU table, counted in the host's.
+        let mut stolen = m.clone();
+        stolen.cpu[0].cpu_s = 1.0;
+        stolen.host_cpu = Some(crate::cpu::HostCpu {
+            steal_s: 1.0,
+            ..m.host_cpu.clone().unwrap_or_default()
+        });
+        let t = table("t", &schemes, &[k, m, stolen]);
         assert!(
             t.contains("| scheme | primary ps (LTE) | helper1 hs1 (LTE) |"),
             "{t}"
@@ -1291,6 +1382,20 @@ mod tests {
             .nth(1)
             .and_then(|c| c.split("\n\n").nth(1));
         assert!(cpu.is_some_and(|c| !c.contains("kibbutz")), "{t}");
+        // The host's table has mpbond's runs only: the probe's 0.3 ms of CPU in 0.36 ms
+        // and 0.2 ms in sockets, 1% and 50% of a core stolen, the daemon 0.5% waiting and
+        // 60% and 3% of its time in the kernel, one run of two left out.
+        let host = t.split("The host over the workload").nth(1).unwrap_or("");
+        assert!(
+            host.contains(
+                "| mpbond | 0.30 ± 0.00 (0.30) | 0.20 ± 0.00 (0.20) | 1.20 ± 0.00 (1.20) | 25.5 ± 34.6 (50.0) | 0.5 ± 0.0 (0.5) | 31.5 ± 40.3 (60.0) | 1 of 2 |"
+            ),
+            "{t}"
+        );
+        assert!(
+            !host.split("\n\n").nth(1).unwrap_or("").contains("kibbutz"),
+            "{t}"
+        );
         assert!(
             !t.contains("mpbond's senders"),
             "no statistics, no table: {t}"

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::counters;
-use crate::cpu::{CpuMeter, DaemonCpu};
+use crate::cpu::{CpuMeter, DaemonCpu, HostCpu};
 use crate::emu::{LinkReport, PacketEvent};
 use crate::energy::{self, Radio};
 use crate::http::{self, Via};
@@ -187,6 +187,10 @@ pub struct RunResult {
     /// CPU seconds of each mpbond daemon over the workload (MPBond §6.8); empty for schemes
     /// without daemons on the devices.
     pub cpu: Vec<DaemonCpu>,
+    /// The host over the same time (busy and stolen CPU, the lab's own, a calibration
+    /// spin), to read [`Self::cpu`] against; `None` for results written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<HostCpu>,
     /// What mpbond's senders did (recalls, bytes sent again, failed links), from the
     /// daemons' control endpoints; `None` for other schemes or when they did not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -913,7 +917,7 @@ pub fn run_one(
         .join()
         .map_err(|_| anyhow::anyhow!("the client thread panicked"))??
     };
-    let cpu = cpu_meter.finish();
+    let (cpu, host_cpu) = cpu_meter.finish();
     let mut kernel = std::collections::BTreeMap::new();
     if let (Some(before), Some(after)) = (&counters_before, read_counters()) {
         let moved = counters::moved(before, &after);
@@ -1035,6 +1039,7 @@ pub fn run_one(
         video,
         chunk_times,
         cpu,
+        host_cpu,
         sched,
         kernel,
     })
