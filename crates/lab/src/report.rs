@@ -262,6 +262,7 @@ pub fn table(name: &str, schemes: &[String], results: &[RunResult]) -> String {
             }
         }
         let _ = writeln!(o);
+        steal_line(&mut o, &groups);
         // Energy per device.
         let devices = device_names(results);
         let _ = writeln!(
@@ -622,6 +623,36 @@ fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
         let _ = writeln!(o, "| {s} | {} |", cells.join(" | "));
     }
     let _ = writeln!(o);
+}
+
+/// One line on how much the hypervisor stole over the case's runs
+/// ([`crate::cpu::HostCpu::steal_s`]), so that a reader can tell a slow or costly run on a
+/// busy host from mpbond's own spread; nothing for results written before steal was
+/// recorded.
+fn steal_line(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
+    let runs: Vec<(&str, &RunResult, f64)> = groups
+        .iter()
+        .flat_map(|(s, rs)| rs.iter().map(move |r| (*s, *r)))
+        .filter_map(|(s, r)| {
+            let h = r.host_cpu.as_ref()?;
+            Some((s, r, 100.0 * h.steal_s / r.seconds.max(1e-9)))
+        })
+        .collect();
+    let Some(&(s, r, most)) = runs.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else {
+        return;
+    };
+    let mean = runs.iter().map(|x| x.2).sum::<f64>() / runs.len() as f64;
+    let above = runs
+        .iter()
+        .filter(|x| x.1.host_cpu.as_ref().is_some_and(|h| h.stolen(x.1.seconds)))
+        .count();
+    let _ = writeln!(
+        o,
+        "The hypervisor stole {mean:.1}% of a core over the workload on the mean of these {} runs; {above} above {:.0}%, the most {most:.1}% ({s}, repetition {}).\n",
+        runs.len(),
+        100.0 * crate::cpu::STEAL_LIMIT,
+        r.rep
+    );
 }
 
 /// The host around the daemons' CPU figures ([`crate::cpu::HostCpu`]), for the schemes
@@ -1382,6 +1413,11 @@ mod tests {
             .nth(1)
             .and_then(|c| c.split("\n\n").nth(1));
         assert!(cpu.is_some_and(|c| !c.contains("kibbutz")), "{t}");
+        // The steal over the case: kibbutz's 1%, mpbond's 1% and 50%.
+        assert!(
+            t.contains("stole 17.3% of a core over the workload on the mean of these 3 runs; 1 above 3%, the most 50.0% (mpbond, repetition 0)."),
+            "{t}"
+        );
         // The host's table has mpbond's runs only: the probe's 0.3 ms of CPU in 0.36 ms
         // and 0.2 ms in sockets, 1% and 50% of a core stolen, the daemon 0.5% waiting and
         // 60% and 3% of its time in the kernel, one run of two left out.
