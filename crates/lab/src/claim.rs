@@ -157,7 +157,7 @@ impl Metric {
             }
             Metric::CpuPrimary | Metric::CpuHelper => {
                 // A run the hypervisor stole from measures the host, not mpbond.
-                if r.host_cpu.as_ref().is_some_and(|h| h.stolen(r.seconds)) {
+                if r.stolen() {
                     return None;
                 }
                 let primary = self == Metric::CpuPrimary;

@@ -606,7 +606,7 @@ fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
             .map(|d| {
                 let v: Vec<f64> = rs
                     .iter()
-                    .filter(|r| !r.host_cpu.as_ref().is_some_and(|h| h.stolen(r.seconds)))
+                    .filter(|r| !r.stolen())
                     .filter_map(|r| {
                         let c = r.cpu.iter().find(|c| &c.device == d)?;
                         Some(100.0 * c.cpu_s / r.seconds.max(1e-9))
@@ -642,10 +642,7 @@ fn steal_line(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
         return;
     };
     let mean = runs.iter().map(|x| x.2).sum::<f64>() / runs.len() as f64;
-    let above = runs
-        .iter()
-        .filter(|x| x.1.host_cpu.as_ref().is_some_and(|h| h.stolen(x.1.seconds)))
-        .count();
+    let above = runs.iter().filter(|x| x.1.stolen()).count();
     let _ = writeln!(
         o,
         "The hypervisor stole {mean:.1}% of a core over the workload on the mean of these {} runs; {above} above {:.0}%, the most {most:.1}% ({s}, repetition {}).\n",
@@ -686,7 +683,7 @@ fn host_load(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
             let stolen = rs
                 .iter()
                 .filter(|r| !r.cpu.is_empty())
-                .filter(|r| r.host_cpu.as_ref().is_some_and(|h| h.stolen(r.seconds)))
+                .filter(|r| r.stolen())
                 .count();
             (!v.is_empty()).then_some((*s, v, stolen))
         })

@@ -201,6 +201,17 @@ pub struct RunResult {
     pub kernel: std::collections::BTreeMap<String, u64>,
 }
 
+impl RunResult {
+    /// Whether the hypervisor stole more than [`crate::cpu::STEAL_LIMIT`] of a core over
+    /// the workload, so that the run's daemon CPU measures the host (false for results
+    /// written before steal was recorded).
+    pub fn stolen(&self) -> bool {
+        self.host_cpu
+            .as_ref()
+            .is_some_and(|h| h.stolen(self.seconds))
+    }
+}
+
 impl SubflowResult {
     /// Whether the link ends at the primary (a PS-Path or a pipe) rather than at a helper
     /// (an HS-Path).
