@@ -625,29 +625,48 @@ fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
     let _ = writeln!(o);
 }
 
-/// One line on how much the hypervisor stole over the case's runs
-/// ([`crate::cpu::HostCpu::steal_s`]), so that a reader can tell a slow or costly run on a
-/// busy host from mpbond's own spread; nothing for results written before steal was
-/// recorded.
+/// The hypervisor's steal over some runs ([`crate::cpu::HostCpu::steal_s`]): its mean as a
+/// share of one core, how many runs were above [`crate::cpu::STEAL_LIMIT`], and how many
+/// recorded it; `None` when none did (results written before steal was recorded).
+pub fn steal_stats<'a>(
+    runs: impl IntoIterator<Item = &'a RunResult>,
+) -> Option<(f64, usize, usize)> {
+    let (mut sum, mut above, mut n) = (0.0, 0, 0);
+    for r in runs {
+        let Some(h) = &r.host_cpu else { continue };
+        sum += h.steal_s / r.seconds.max(1e-9);
+        above += usize::from(r.stolen());
+        n += 1;
+    }
+    (n > 0).then(|| (sum / n as f64, above, n))
+}
+
+/// One line on how much the hypervisor stole over the case's runs, so that a reader can
+/// tell a slow or costly run on a busy host from mpbond's own spread; nothing for results
+/// written before steal was recorded.
 fn steal_line(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
-    let runs: Vec<(&str, &RunResult, f64)> = groups
-        .iter()
-        .flat_map(|(s, rs)| rs.iter().map(move |r| (*s, *r)))
-        .filter_map(|(s, r)| {
-            let h = r.host_cpu.as_ref()?;
-            Some((s, r, 100.0 * h.steal_s / r.seconds.max(1e-9)))
-        })
-        .collect();
-    let Some(&(s, r, most)) = runs.iter().max_by(|a, b| a.2.total_cmp(&b.2)) else {
+    let all = || {
+        groups
+            .iter()
+            .flat_map(|(s, rs)| rs.iter().map(move |r| (*s, *r)))
+    };
+    let Some((mean, above, n)) = steal_stats(all().map(|(_, r)| r)) else {
         return;
     };
-    let mean = runs.iter().map(|x| x.2).sum::<f64>() / runs.len() as f64;
-    let above = runs.iter().filter(|x| x.1.stolen()).count();
+    let share = |r: &RunResult| {
+        r.host_cpu
+            .as_ref()
+            .map_or(0.0, |h| h.steal_s / r.seconds.max(1e-9))
+    };
+    let Some((s, r)) = all().max_by(|a, b| share(a.1).total_cmp(&share(b.1))) else {
+        return;
+    };
     let _ = writeln!(
         o,
-        "The hypervisor stole {mean:.1}% of a core over the workload on the mean of these {} runs; {above} above {:.0}%, the most {most:.1}% ({s}, repetition {}).\n",
-        runs.len(),
+        "The hypervisor stole {:.1}% of a core over the workload on the mean of these {n} runs; {above} above {:.0}%, the most {:.1}% ({s}, repetition {}).\n",
+        100.0 * mean,
         100.0 * crate::cpu::STEAL_LIMIT,
+        100.0 * share(r),
         r.rep
     );
 }
@@ -1410,6 +1429,8 @@ mod tests {
             .nth(1)
             .and_then(|c| c.split("\n\n").nth(1));
         assert!(cpu.is_some_and(|c| !c.contains("kibbutz")), "{t}");
+        // Results written before steal was recorded give no figure rather than 0.
+        assert_eq!(steal_stats(&[run("mpbond", 1, 1.0, 1.0)]), None);
         // The steal over the case: kibbutz's 1%, mpbond's 1% and 50%.
         assert!(
             t.contains("stole 17.3% of a core over the workload on the mean of these 3 runs; 1 above 3%, the most 50.0% (mpbond, repetition 0)."),

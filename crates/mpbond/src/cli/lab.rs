@@ -357,14 +357,23 @@ fn paper(a: PaperArgs) -> Result<()> {
         for c in &sc.claims {
             outcomes.push((label.clone(), mpbond_lab::claim::evaluate(c, &results)?));
         }
+        // How much the host took from the runs: mpbond's user-space relays slow under the
+        // hypervisor's steal where the kernel's MPTCP does not (docs/evaluation.md, 07).
+        let steal = report::steal_stats(&results).map_or(String::new(), |(mean, above, n)| {
+            format!(
+                "; the hypervisor stole {:.1}% of a core on the mean, {above} of {n} runs above {:.0}%",
+                100.0 * mean,
+                100.0 * mpbond_lab::cpu::STEAL_LIMIT
+            )
+        });
         notes.push(if a.from_results {
             format!(
-                "- {stem}: {} runs read from {stem}/results.json; report {stem}/report.md",
+                "- {stem}: {} runs read from {stem}/results.json{steal}; report {stem}/report.md",
                 results.len()
             )
         } else {
             format!(
-                "- {stem}: {} runs ({} reps) in {:.0} s; report {stem}/report.md",
+                "- {stem}: {} runs ({} reps) in {:.0} s{steal}; report {stem}/report.md",
                 results.len(),
                 sc.reps,
                 t.elapsed().as_secs_f64()
