@@ -1396,7 +1396,6 @@ mod tests {
             sys_s: 0.03,
         }];
         m.host_cpu = Some(crate::cpu::HostCpu {
-            busy_s: 0.65,
             steal_s: 0.02,
             lab_s: 0.4,
             probes: 20,
