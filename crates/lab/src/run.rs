@@ -187,8 +187,9 @@ pub struct RunResult {
     /// CPU seconds of each mpbond daemon over the workload (MPBond §6.8); empty for schemes
     /// without daemons on the devices.
     pub cpu: Vec<DaemonCpu>,
-    /// The host over the same time (busy and stolen CPU, the lab's own, a calibration
-    /// spin), to read [`Self::cpu`] against; `None` for results written before it.
+    /// The host over the same time (the hypervisor's steal, the lab's own CPU, a probe of
+    /// fixed work every 100 ms), to read [`Self::cpu`] and the run's times against; `None`
+    /// for results written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu: Option<HostCpu>,
     /// What mpbond's senders did (recalls, bytes sent again, failed links), from the
