@@ -1457,6 +1457,7 @@ fn start_mpbond(
         MpbondVariant::NoLateRescue => "[tuning]\nlate_rescue = false\n",
         MpbondVariant::FixedSegments => "[tuning]\nsegment_time = \"0ms\"\n",
         MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
+        MpbondVariant::DeepLowat => "[tuning]\nlowat = \"64KiB\"\n",
         MpbondVariant::NoGuard => "[tuning]\nqueue_guard = 0.0\n",
         MpbondVariant::NoCcRestart => "[tuning]\ncc_restart = \"0ms\"\n",
         MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",

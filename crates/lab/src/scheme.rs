@@ -63,6 +63,10 @@ pub enum MpbondVariant {
     MeasuredBuffering,
     /// Without kernel pacing on its links (`tuning.pacing = false`): what pacing buys.
     Unpaced,
+    /// A low-water mark four times the default (`tuning.lowat = "64KiB"`): each socket holds
+    /// more unsent data, which a relay that waits to be scheduled (a busy or stolen CPU)
+    /// leaves the kernel to send, at the cost of binding data to a path earlier.
+    DeepLowat,
     /// Without the slow-start queue guard (`tuning.queue_guard = 0`): a link that fills its
     /// bottleneck's queue in slow start keeps doubling into it.
     NoGuard,
@@ -110,7 +114,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 29] = [
+    const ALL: [MpbondVariant; 30] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -129,6 +133,7 @@ impl MpbondVariant {
         MpbondVariant::FixedSegments,
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
+        MpbondVariant::DeepLowat,
         MpbondVariant::NoGuard,
         MpbondVariant::NoCcRestart,
         MpbondVariant::Bbr,
@@ -162,6 +167,7 @@ impl MpbondVariant {
             MpbondVariant::FixedSegments => "mpbond-fixed-segments",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
+            MpbondVariant::DeepLowat => "mpbond-deep-lowat",
             MpbondVariant::NoGuard => "mpbond-no-guard",
             MpbondVariant::NoCcRestart => "mpbond-no-cc-restart",
             MpbondVariant::Bbr => "mpbond-bbr",
@@ -390,6 +396,7 @@ mod tests {
             "mpbond-no-late-rescue",
             "mpbond-fixed-segments",
             "mpbond-unpaced",
+            "mpbond-deep-lowat",
             "mpbond-no-guard",
             "mpbond-no-cc-restart",
             "mpbond-no-drain-floor",
