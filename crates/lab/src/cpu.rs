@@ -149,13 +149,9 @@ pub const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(10
 fn host_steal_s() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/stat").ok()?;
     let line = s.lines().find(|l| l.starts_with("cpu "))?;
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    // user nice system idle iowait irq softirq steal ...
-    Some(*f.get(7)? as f64 / USER_HZ)
+    // cpu user nice system idle iowait irq softirq steal ...
+    let steal: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    Some(steal as f64 / USER_HZ)
 }
 
 /// Words of [`calibration_spin`]'s buffer: 256 KiB, which fits a core's L2 cache.
