@@ -140,7 +140,7 @@ impl HostCpu {
 }
 
 /// How often the CPU probe runs its fixed work during a workload (each probe costs about
-/// 0.5 ms of one core, 0.3 ms in user space and 0.15 ms in socket calls: 0.5% of a core,
+/// 0.5 ms of one core, 0.3-0.4 ms in user space and 0.15 ms in socket calls: 0.5% of a core,
 /// charged to the lab's process).
 pub const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -157,8 +157,8 @@ fn host_steal_s() -> Option<f64> {
 /// Words of [`calibration_spin`]'s buffer: 256 KiB, which fits a core's L2 cache.
 pub const SPIN_WORDS: usize = 32 * 1024;
 
-/// Runs a fixed amount of work (a pseudo-random walk over `buf`, [`SPIN_WORDS`] long, about
-/// 0.3 ms on this machine's cores) and returns the thread CPU and wall milliseconds it
+/// Runs a fixed amount of work (a pseudo-random walk over `buf`, [`SPIN_WORDS`] long,
+/// 0.3-0.4 ms on this machine's cores) and returns the thread CPU and wall milliseconds it
 /// took. The caller keeps the buffer between spins, so no page faults land in the timed
 /// work: it does not depend on anything outside, and its cost moves only with the core it
 /// ran on and with how that core's time is accounted.
