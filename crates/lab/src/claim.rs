@@ -173,7 +173,7 @@ impl Metric {
                     })
                     .map(|c| c.cpu_s)
                     .reduce(f64::max)?;
-                busiest / r.seconds.max(1e-9)
+                busiest / r.cpu_window_s().max(1e-9)
             }
             Metric::MedianMbps
             | Metric::P5Mbps
@@ -688,6 +688,36 @@ pub(crate) mod tests {
         )
         .unwrap();
         assert_eq!((o.ours, o.verdict), (None, Verdict::NoValue));
+
+        // A chunks workload's `seconds` is its mean chunk time (1 s here), not the 90 s its
+        // CPU and steal were measured over: the shares take the measured window, and for
+        // results written before it, the probes' count (one every 100 ms).
+        let mut chunks = rs[0].clone();
+        chunks.workload = WorkloadKind::Chunks;
+        chunks.seconds = 1.0;
+        chunks.cpu = vec![cpu("primary", 1.8)];
+        chunks.host_cpu = Some(crate::cpu::HostCpu {
+            window_s: 90.0,
+            ..host(1.8)
+        });
+        assert!(!chunks.stolen(), "1.8 s stolen in 90 s is 2% of a core");
+        let o = evaluate(
+            &claim("cpu_primary", None, PaperValue::One(0.04)),
+            std::slice::from_ref(&chunks),
+        )
+        .unwrap();
+        assert!((o.ours.unwrap().0 - 0.02).abs() < 1e-12, "{:?}", o.ours);
+        chunks.host_cpu = Some(crate::cpu::HostCpu {
+            steal_s: 3.6,
+            probes: 900,
+            ..Default::default()
+        });
+        assert!((chunks.cpu_window_s() - 90.0).abs() < 1e-9);
+        assert!(chunks.stolen(), "3.6 s stolen in 90 s is 4% of a core");
+        // A download's window falls back to its own seconds.
+        let mut old = rs[0].clone();
+        old.host_cpu = Some(host(0.05));
+        assert_eq!(old.cpu_window_s(), old.seconds);
     }
 
     /// The arrival claims pool the runs' arrival samples, independently of the goodput's:

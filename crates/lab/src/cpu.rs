@@ -118,6 +118,13 @@ pub struct HostCpu {
     /// results written before it.
     #[serde(default)]
     pub probe_sys_ms: f64,
+    /// Wall seconds from the measurement's start to its end, the time every share of a core
+    /// of this run is taken over (its steal and its daemons' CPU). A download's is its
+    /// `seconds`, but a chunks workload's `seconds` is its mean chunk time while the
+    /// measurement spans all its chunks and pauses. 0 in results written before it; see
+    /// [`Self::window_or`].
+    #[serde(default)]
+    pub window_s: f64,
 }
 
 /// The hypervisor's steal, as a share of one core over the workload, above which a run's
@@ -132,10 +139,25 @@ pub struct HostCpu {
 pub const STEAL_LIMIT: f64 = 0.03;
 
 impl HostCpu {
-    /// Whether the hypervisor stole more than [`STEAL_LIMIT`] of a core over a workload of
-    /// `seconds`.
-    pub fn stolen(&self, seconds: f64) -> bool {
-        self.steal_s > STEAL_LIMIT * seconds
+    /// The wall seconds this run's shares of a core are taken over: [`Self::window_s`], or
+    /// for results written before it the workload's `seconds`, which is the measured time
+    /// for every workload but chunks; for chunks, whose `seconds` is a mean chunk time, the
+    /// probes' count times [`PROBE_EVERY`] (each probe adds about 0.5 ms, so this reads
+    /// about 0.5% short).
+    pub fn window_or(&self, seconds: f64, chunks: bool) -> f64 {
+        if self.window_s > 0.0 {
+            self.window_s
+        } else if chunks && self.probes > 0 {
+            f64::from(self.probes) * PROBE_EVERY.as_secs_f64()
+        } else {
+            seconds
+        }
+    }
+
+    /// The steal as a share of one core over a window of `window_s` seconds
+    /// ([`Self::window_or`]).
+    pub fn steal_share(&self, window_s: f64) -> f64 {
+        self.steal_s / window_s.max(1e-9)
     }
 }
 
@@ -239,6 +261,7 @@ impl Probe {
 /// CPU readings of named processes taken at the workload's start; [`Self::finish`] turns
 /// them into each one's CPU seconds since, and the host's.
 pub struct CpuMeter {
+    started: std::time::Instant,
     start: Vec<(String, u32, SchedTimes, f64)>,
     steal: Option<f64>,
     lab: Option<f64>,
@@ -250,6 +273,7 @@ impl CpuMeter {
     /// processes `/proc` cannot read are left out.
     pub fn start(procs: &[(String, u32)]) -> CpuMeter {
         CpuMeter {
+            started: std::time::Instant::now(),
             start: procs
                 .iter()
                 .filter_map(|(d, pid)| {
@@ -268,6 +292,7 @@ impl CpuMeter {
     /// left out rather than reported as 0), and the host's over the same time (`None` when
     /// `/proc` did not tell or the probe did not run).
     pub fn finish(self) -> (Vec<DaemonCpu>, Option<HostCpu>) {
+        let window_s = self.started.elapsed().as_secs_f64();
         let probes = self.probe.map(Probe::finish).unwrap_or_default();
         let daemons = self
             .start
@@ -302,6 +327,7 @@ impl CpuMeter {
                     let sys: Vec<f64> = probes.iter().filter_map(|p| p.2).collect();
                     sys.iter().sum::<f64>() / sys.len().max(1) as f64
                 },
+                window_s,
             })
         })();
         (daemons, host)
@@ -349,6 +375,12 @@ mod tests {
         // The spin ran in user space; the kernel's share stays within the process's CPU.
         assert!(r[0].sys_s <= r[0].cpu_s + 0.02, "{r:?}");
         assert!(h.steal_s >= 0.0 && r[0].wait_s >= 0.0);
+        // The window spans the spin, and the shares are taken over it.
+        assert!(
+            h.window_s >= wall && h.window_s < wall + 1.0,
+            "{h:?} in {wall} s"
+        );
+        assert_eq!(h.window_or(0.001, true), h.window_s);
     }
 
     #[test]

@@ -609,7 +609,7 @@ fn daemon_cpu(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
                     .filter(|r| !r.stolen())
                     .filter_map(|r| {
                         let c = r.cpu.iter().find(|c| &c.device == d)?;
-                        Some(100.0 * c.cpu_s / r.seconds.max(1e-9))
+                        Some(100.0 * c.cpu_s / r.cpu_window_s().max(1e-9))
                     })
                     .collect();
                 if v.is_empty() {
@@ -633,8 +633,10 @@ pub fn steal_stats<'a>(
 ) -> Option<(f64, usize, usize)> {
     let (mut sum, mut above, mut n) = (0.0, 0, 0);
     for r in runs {
-        let Some(h) = &r.host_cpu else { continue };
-        sum += h.steal_s / r.seconds.max(1e-9);
+        let Some(share) = r.steal_share() else {
+            continue;
+        };
+        sum += share;
         above += usize::from(r.stolen());
         n += 1;
     }
@@ -653,11 +655,7 @@ fn steal_line(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
     let Some((mean, above, n)) = steal_stats(all().map(|(_, r)| r)) else {
         return;
     };
-    let share = |r: &RunResult| {
-        r.host_cpu
-            .as_ref()
-            .map_or(0.0, |h| h.steal_s / r.seconds.max(1e-9))
-    };
+    let share = |r: &RunResult| r.steal_share().unwrap_or(0.0);
     let Some((s, r)) = all().max_by(|a, b| share(a.1).total_cmp(&share(b.1))) else {
         return;
     };
@@ -685,7 +683,7 @@ fn host_load(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
                 .filter(|r| !r.cpu.is_empty())
                 .filter_map(|r| {
                     let h = r.host_cpu.as_ref()?;
-                    let secs = r.seconds.max(1e-9);
+                    let secs = r.cpu_window_s().max(1e-9);
                     let wait: f64 = r.cpu.iter().map(|c| c.wait_s).sum();
                     let cpu: f64 = r.cpu.iter().map(|c| c.cpu_s).sum();
                     let sys: f64 = r.cpu.iter().map(|c| c.sys_s).sum();
@@ -1403,6 +1401,7 @@ mod tests {
             probe_cpu_max_ms: 0.5,
             probe_wall_ms: 0.36,
             probe_sys_ms: 0.2,
+            window_s: 2.0,
         });
         k.host_cpu = m.host_cpu.clone();
         let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];

@@ -135,7 +135,8 @@ pub struct RunResult {
     pub rep: usize,
     /// How far into its traces this repetition started (`trace_step`), seconds.
     pub trace_offset_s: f64,
-    /// Seconds from the request to the last byte (bulk: the duration).
+    /// Seconds from the request to the last byte (bulk: the duration; chunks: the mean
+    /// chunk time, so shares of a core take [`Self::cpu_window_s`] instead).
     pub seconds: f64,
     /// Payload bytes moved.
     pub bytes: u64,
@@ -207,9 +208,24 @@ impl RunResult {
     /// the workload, so that the run's daemon CPU measures the host (false for results
     /// written before steal was recorded).
     pub fn stolen(&self) -> bool {
+        self.steal_share()
+            .is_some_and(|s| s > crate::cpu::STEAL_LIMIT)
+    }
+
+    /// The wall seconds [`Self::cpu`] and [`Self::host_cpu`] were measured over
+    /// ([`crate::cpu::HostCpu::window_or`]; [`Self::seconds`] for results without them).
+    pub fn cpu_window_s(&self) -> f64 {
+        let chunks = self.workload == WorkloadKind::Chunks;
         self.host_cpu
             .as_ref()
-            .is_some_and(|h| h.stolen(self.seconds))
+            .map_or(self.seconds, |h| h.window_or(self.seconds, chunks))
+    }
+
+    /// The hypervisor's steal as a share of one core over the measured window; `None` for
+    /// results written before steal was recorded.
+    pub fn steal_share(&self) -> Option<f64> {
+        let h = self.host_cpu.as_ref()?;
+        Some(h.steal_share(self.cpu_window_s()))
     }
 }
 
