@@ -122,7 +122,7 @@ pub struct HostCpu {
     /// of this run is taken over (its steal and its daemons' CPU). A download's is its
     /// `seconds`, but a chunks workload's `seconds` is its mean chunk time while the
     /// measurement spans all its chunks and pauses. 0 in results written before it; see
-    /// [`Self::window_or`].
+    /// `RunResult::cpu_window_s`.
     #[serde(default)]
     pub window_s: f64,
 }
@@ -137,29 +137,6 @@ pub struct HostCpu {
 /// same throughout. The limit lets a little of the host in: in an earlier batch, runs with
 /// 2.1-2.9% stolen read 3.2-3.5% on the primary, those with less 2.4-3.2%.
 pub const STEAL_LIMIT: f64 = 0.03;
-
-impl HostCpu {
-    /// The wall seconds this run's shares of a core are taken over: [`Self::window_s`], or
-    /// for results written before it the workload's `seconds`, which is the measured time
-    /// for every workload but chunks; for chunks, whose `seconds` is a mean chunk time, the
-    /// probes' count times [`PROBE_EVERY`] (each probe adds about 0.5 ms, so this reads
-    /// about 0.5% short).
-    pub fn window_or(&self, seconds: f64, chunks: bool) -> f64 {
-        if self.window_s > 0.0 {
-            self.window_s
-        } else if chunks && self.probes > 0 {
-            f64::from(self.probes) * PROBE_EVERY.as_secs_f64()
-        } else {
-            seconds
-        }
-    }
-
-    /// The steal as a share of one core over a window of `window_s` seconds
-    /// ([`Self::window_or`]).
-    pub fn steal_share(&self, window_s: f64) -> f64 {
-        self.steal_s / window_s.max(1e-9)
-    }
-}
 
 /// How often the CPU probe runs its fixed work during a workload (each probe costs about
 /// 0.5 ms of one core, 0.3-0.4 ms in user space and 0.15 ms in socket calls: 0.5% of a core,
@@ -380,7 +357,6 @@ mod tests {
             h.window_s >= wall && h.window_s < wall + 1.0,
             "{h:?} in {wall} s"
         );
-        assert_eq!(h.window_or(0.001, true), h.window_s);
     }
 
     #[test]

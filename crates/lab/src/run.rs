@@ -213,19 +213,26 @@ impl RunResult {
     }
 
     /// The wall seconds [`Self::cpu`] and [`Self::host_cpu`] were measured over
-    /// ([`crate::cpu::HostCpu::window_or`]; [`Self::seconds`] for results without them).
+    /// ([`crate::cpu::HostCpu::window_s`]). Results written before it was recorded fall back
+    /// to [`Self::seconds`], which is the measured time for every workload but chunks; for
+    /// chunks, whose `seconds` is a mean chunk time, to the probes' count times
+    /// [`crate::cpu::PROBE_EVERY`] (each probe adds about 0.5 ms, so this reads about 0.5%
+    /// short).
     pub fn cpu_window_s(&self) -> f64 {
-        let chunks = self.workload == WorkloadKind::Chunks;
-        self.host_cpu
-            .as_ref()
-            .map_or(self.seconds, |h| h.window_or(self.seconds, chunks))
+        match &self.host_cpu {
+            Some(h) if h.window_s > 0.0 => h.window_s,
+            Some(h) if self.workload == WorkloadKind::Chunks && h.probes > 0 => {
+                f64::from(h.probes) * crate::cpu::PROBE_EVERY.as_secs_f64()
+            }
+            _ => self.seconds,
+        }
     }
 
     /// The hypervisor's steal as a share of one core over the measured window; `None` for
     /// results written before steal was recorded.
     pub fn steal_share(&self) -> Option<f64> {
         let h = self.host_cpu.as_ref()?;
-        Some(h.steal_share(self.cpu_window_s()))
+        Some(h.steal_s / self.cpu_window_s().max(1e-9))
     }
 }
 
