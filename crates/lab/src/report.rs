@@ -683,6 +683,7 @@ fn host_load(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
                 .filter(|r| !r.cpu.is_empty())
                 .filter_map(|r| {
                     let h = r.host_cpu.as_ref()?;
+                    let steal = r.steal_share()?;
                     let secs = r.cpu_window_s().max(1e-9);
                     let wait: f64 = r.cpu.iter().map(|c| c.wait_s).sum();
                     let cpu: f64 = r.cpu.iter().map(|c| c.cpu_s).sum();
@@ -691,7 +692,7 @@ fn host_load(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
                         h.probe_cpu_ms,
                         h.probe_sys_ms,
                         h.probe_wall_ms / h.probe_cpu_ms.max(1e-9),
-                        100.0 * h.steal_s / secs,
+                        100.0 * steal,
                         100.0 * wait / secs,
                         100.0 * sys / cpu.max(1e-9),
                     ])
