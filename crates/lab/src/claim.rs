@@ -478,6 +478,7 @@ pub(crate) mod tests {
     pub(crate) fn run(scheme: &str, size: u64, seconds: f64, energy: f64) -> RunResult {
         RunResult {
             scheme: scheme.into(),
+            cc: "cubic, HyStart on".into(),
             workload: WorkloadKind::Download,
             size,
             rep: 0,

@@ -900,13 +900,10 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<RunResult>> {
     })
 }
 
-/// Writes results.json, report.md and the plots into `dir` (a table and plots per variant);
-/// `cc` names the testbed's TCP congestion control as the run had it (`netns::congestion_label`:
-/// for CUBIC, with its HyStart), named in the report because results depend on it.
+/// Writes results.json, then report.md and the plots ([`write_report`]), into `dir`.
 pub fn write(
     dir: &Path,
     name: &str,
-    cc: &str,
     schemes: &[String],
     results: &[RunResult],
 ) -> anyhow::Result<()> {
@@ -915,6 +912,30 @@ pub fn write(
         dir.join("results.json"),
         serde_json::to_string_pretty(results)?,
     )?;
+    write_report(dir, name, schemes, results)
+}
+
+/// Writes report.md and the plots into `dir` (a table and plots per variant), leaving
+/// results.json as it is: `mpbond lab paper --from-results` rewrites a report from the runs
+/// on disk with this build's tables (a share of a core taken over the measured window, for
+/// one). The report names the runs' TCP congestion control (each run's [`RunResult::cc`]),
+/// since results depend on it; for runs written before they recorded it, the label the
+/// report in `dir` already gives.
+pub fn write_report(
+    dir: &Path,
+    name: &str,
+    schemes: &[String],
+    results: &[RunResult],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let report = dir.join("report.md");
+    let cc = congestion_of(results)
+        .or_else(|| {
+            std::fs::read_to_string(&report)
+                .ok()
+                .and_then(|md| congestion_in(&md))
+        })
+        .unwrap_or_else(|| "not recorded".to_string());
     let mut md = format!("# Lab report: {name}\n\nTCP congestion control: {cc}.\n\n");
     for (i, v) in variants(results).into_iter().enumerate() {
         let rs: Vec<RunResult> = results.iter().filter(|r| r.variant == v).cloned().collect();
@@ -924,8 +945,29 @@ pub fn write(
         };
         write_group(dir, &mut md, &title, &prefix, schemes, &rs)?;
     }
-    std::fs::write(dir.join("report.md"), md)?;
+    std::fs::write(report, md)?;
     Ok(())
+}
+
+/// The congestion control the runs recorded: one label, or every distinct one in the order
+/// met (`; ` between) if they differ; `None` if no run recorded it.
+fn congestion_of(results: &[RunResult]) -> Option<String> {
+    let mut labels: Vec<&str> = Vec::new();
+    for r in results {
+        if !r.cc.is_empty() && !labels.contains(&r.cc.as_str()) {
+            labels.push(&r.cc);
+        }
+    }
+    (!labels.is_empty()).then(|| labels.join("; "))
+}
+
+/// The label a report written by [`write_report`] gives its congestion control.
+fn congestion_in(report: &str) -> Option<String> {
+    report.lines().find_map(|l| {
+        l.strip_prefix("TCP congestion control: ")
+            .map(|cc| cc.trim_end_matches('.').to_string())
+            .filter(|cc| !cc.is_empty() && cc != "not recorded")
+    })
 }
 
 fn write_group(
@@ -1195,14 +1237,7 @@ mod tests {
         let mut b = run("kibbutz", 1_000_000, 2.5, 12.0);
         b.variant = a.variant.clone();
         let rs = vec![a, b];
-        write(
-            &dir,
-            "t",
-            "cubic",
-            &["kibbutz".into(), "mpbond".into()],
-            &rs,
-        )
-        .unwrap();
+        write(&dir, "t", &["kibbutz".into(), "mpbond".into()], &rs).unwrap();
         let back = read(&dir).unwrap();
         assert_eq!(
             serde_json::to_value(&back).unwrap(),
@@ -1228,6 +1263,38 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         let e = format!("{:#}", read(&dir).unwrap_err());
         assert!(e.contains("run the experiment first"), "{e}");
+    }
+
+    #[test]
+    fn a_report_written_again_names_the_runs_congestion_control_and_leaves_the_runs() {
+        let dir = std::env::temp_dir().join(format!("mpbond-report-again-{}", std::process::id()));
+        let schemes = ["kibbutz".to_string(), "mpbond".to_string()];
+        let mut rs = vec![
+            run("kibbutz", 1_000_000, 2.5, 12.0),
+            run("mpbond", 1_000_000, 2.0, 10.0),
+        ];
+        write(&dir, "t", &schemes, &rs).unwrap();
+        let report = |d: &Path| std::fs::read_to_string(d.join("report.md")).unwrap();
+        assert!(report(&dir).contains("TCP congestion control: cubic, HyStart on.\n"));
+        let runs = std::fs::read(dir.join("results.json")).unwrap();
+
+        // Runs written before they recorded it: the label the report already gives stays.
+        for r in &mut rs {
+            r.cc.clear();
+        }
+        write_report(&dir, "t", &schemes, &rs).unwrap();
+        assert!(report(&dir).contains("TCP congestion control: cubic, HyStart on.\n"));
+        assert_eq!(std::fs::read(dir.join("results.json")).unwrap(), runs);
+        // Nor the runs nor a report: said so, not guessed.
+        std::fs::remove_file(dir.join("report.md")).unwrap();
+        write_report(&dir, "t", &schemes, &rs).unwrap();
+        assert!(report(&dir).contains("TCP congestion control: not recorded.\n"));
+        // Runs under different settings name each.
+        rs[0].cc = "bbr".into();
+        rs[1].cc = "cubic, HyStart on".into();
+        write_report(&dir, "t", &schemes, &rs).unwrap();
+        assert!(report(&dir).contains("TCP congestion control: bbr; cubic, HyStart on.\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

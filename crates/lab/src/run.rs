@@ -127,6 +127,12 @@ pub struct DeviceEnergy {
 pub struct RunResult {
     /// The scheme.
     pub scheme: String,
+    /// The testbed's TCP congestion control as the run had it ([`netns::congestion_label`]:
+    /// for CUBIC, with its HyStart), since results depend on it; the report is written from
+    /// it, so a report rewritten from `results.json` names it too. Empty in results written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cc: String,
     /// What the workload did.
     pub workload: WorkloadKind,
     /// File size (0 for bulk).
@@ -1036,6 +1042,7 @@ pub fn run_one(
         .collect();
     Ok(RunResult {
         scheme: scheme.to_string(),
+        cc: netns::congestion_label(&sc.cc),
         workload: kind,
         size,
         rep,

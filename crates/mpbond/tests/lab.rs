@@ -270,7 +270,36 @@ fn the_paper_suite_runs_its_smoke_experiments_end_to_end() {
         }
         // Both phones' radios are accounted in both schemes.
         assert_eq!(run["energy"].as_array().map(Vec::len), Some(2), "{run}");
+        assert!(
+            run["cc"].as_str().is_some_and(|cc| cc.starts_with("cubic")),
+            "{run}"
+        );
     }
+
+    // --from-results runs nothing: it judges the claims again and writes every report again
+    // from results.json, which it leaves as it was.
+    let results_before = std::fs::read(out.join("c-dual/results.json")).expect("results");
+    let report_before = std::fs::read_to_string(out.join("c-dual/report.md")).expect("report");
+    std::fs::remove_file(out.join("c-dual/report.md")).expect("remove report");
+    let again = Command::new(env!("CARGO_BIN_EXE_mpbond"))
+        .args(["lab", "paper", "--dir", &dir, "--from-results", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run mpbond lab paper --from-results");
+    assert!(
+        again.status.success(),
+        "--from-results failed: {}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(read(out.join("summary.json")), summary);
+    assert_eq!(
+        std::fs::read(out.join("c-dual/results.json")).expect("results"),
+        results_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("c-dual/report.md")).expect("report written again"),
+        report_before
+    );
     let _ = std::fs::remove_dir_all(&out);
     assert_eq!(namespaces(), before, "namespaces left behind");
 }

@@ -77,8 +77,8 @@ pub struct PaperArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Run nothing: judge the claims again on the results.json each selected experiment
-    /// already has under the output directory, and write summary.md/summary.json from
-    /// them. For a suite finished in parts with `--only` (every part from one build), or
+    /// already has under the output directory, write each one's report.md and plots again
+    /// from it (results.json is left as it is), and summary.md/summary.json. For a suite finished in parts with `--only` (every part from one build), or
     /// after a claim in a scenario file changed.
     #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf"])]
     from_results: bool,
@@ -349,7 +349,11 @@ fn paper(a: PaperArgs) -> Result<()> {
         override_testbed(&mut sc, a.cc.as_deref(), a.phone_rcvbuf.as_deref())?;
         let t = std::time::Instant::now();
         let results = if a.from_results {
-            report::read(&out.join(&stem))?
+            // The report again too, with this build's tables, beside results.json as it is.
+            let dir = out.join(&stem);
+            let results = report::read(&dir)?;
+            report::write_report(&dir, &sc.name, &sc.schemes, &results)?;
+            results
         } else {
             execute(&sc, &out.join(&stem), false)?
         };
@@ -388,7 +392,7 @@ fn paper(a: PaperArgs) -> Result<()> {
             .map_or(String::new(), |cc| format!(", TCP {cc}")),
         notes.join("\n"),
         if a.from_results {
-            "Judged from earlier runs' results (each report names its TCP congestion control)."
+            "Judged from earlier runs' results, and each report written again from them (each names its TCP congestion control)."
                 .to_string()
         } else {
             format!("Total {:.0} s.", began.elapsed().as_secs_f64())
@@ -423,8 +427,6 @@ fn override_testbed(sc: &mut Scenario, cc: Option<&str>, phone_rcvbuf: Option<&s
 }
 
 fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec<RunResult>> {
-    // Read before the runs: the report names the setting they ran under.
-    let cc = netns::congestion_label(&sc.cc);
     let env = RunEnv {
         exe: mpbond_lab::run::own_executable().context("cannot find the mpbond binary")?,
         work: out.join("work"),
@@ -512,7 +514,7 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
             }
         }
     }
-    report::write(out, &sc.name, &cc, &sc.schemes, &results)?;
+    report::write(out, &sc.name, &sc.schemes, &results)?;
     // The scratch space goes unless it holds the packet logs that were asked for.
     if !packet_log {
         let _ = std::fs::remove_dir_all(&env.work);
