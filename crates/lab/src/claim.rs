@@ -228,6 +228,19 @@ pub struct Outcome {
     pub ours: Option<(f64, f64)>,
     /// The verdict.
     pub verdict: Verdict,
+    /// The mean over the cases, which the verdict weighs (`None` without a value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
+    /// The mean's 95% interval, from a bootstrap over the repetitions (each resample keeps
+    /// a repetition's runs together, so ratios stay paired as they ran); `None` under
+    /// [`INTERVAL_MIN_REPS`] repetitions. It measures the spread of the runs here, from run
+    /// to run, not the paper's or the host's from day to day.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<(f64, f64)>,
+    /// Whether the verdict holds at both ends of [`Self::interval`] (so across it: the bands
+    /// are ordered), that is, whether the runs' spread could not have turned it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub firm: Option<bool>,
 }
 
 impl Outcome {
@@ -237,6 +250,16 @@ impl Outcome {
             Some((a, b)) if a == b || (a - b).abs() < 0.005 => fmt(a),
             Some((a, b)) => format!("{}–{}", fmt(a), fmt(b)),
             None => "-".into(),
+        }
+    }
+
+    /// "0.81 [0.79, 0.83]": the mean over cases and its interval ("0.81" without one; "-"
+    /// without a value).
+    pub fn mean_text(&self) -> String {
+        match (self.mean, self.interval) {
+            (Some(m), Some((lo, hi))) => format!("{} [{}, {}]", fmt(m), fmt(lo), fmt(hi)),
+            (Some(m), None) => fmt(m),
+            (None, _) => "-".into(),
         }
     }
 
@@ -264,7 +287,7 @@ fn fmt(x: f64) -> String {
 /// sorted: those of a comma-separated list (`combine@2,combine-64KiB@2`: COMBINE at each
 /// chunk size MPBond §6.1 tried), or else every one that starts with `spec`
 /// (`kibbutz-split-`: every fixed split of §6.2).
-fn candidates<'a>(results: &'a [RunResult], spec: &str) -> Vec<&'a str> {
+fn candidates<'a>(results: &[&'a RunResult], spec: &str) -> Vec<&'a str> {
     let listed: Vec<&str> = spec.split(',').map(str::trim).collect();
     let picks = |name: &str| {
         if listed.len() > 1 {
@@ -291,9 +314,19 @@ pub fn check(claims: &[ClaimDef]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Resamples behind [`Outcome::interval`]: enough for the 2.5th and 97.5th percentiles to
+/// sit 25 resamples in from each end.
+const RESAMPLES: usize = 1000;
+
+/// The fewest repetitions [`Outcome::interval`] is drawn from: resampling one or two has
+/// too few distinct draws to say anything a table of the runs does not.
+pub const INTERVAL_MIN_REPS: usize = 3;
+
 /// Our value of `c` from `results`: per (variant, size) case, the scheme's metric (divided
 /// by the baseline's for a ratio); the verdict compares the mean over cases with the middle
-/// of the paper's value, in the metric's direction.
+/// of the paper's value, in the metric's direction. With [`INTERVAL_MIN_REPS`] repetitions
+/// or more, a bootstrap over them gives that mean's 95% interval and says whether the
+/// verdict holds across it ([`Outcome::firm`]).
 pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> {
     let m = Metric::parse(&c.metric)?;
     let size = c
@@ -301,6 +334,123 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
         .as_deref()
         .map(mpbond_core::units::parse_size)
         .transpose()?;
+    let all: Vec<&RunResult> = results.iter().collect();
+    let (cases, undefined) = cases_of(c, m, size, &all);
+    let ours = (!cases.is_empty()).then(|| {
+        // From the infinities, so that an infinite ratio (a baseline at 0) stays one: from
+        // f64::MAX, 10b's 5th percentile at the interfaces against a kibbutz at 0 read
+        // "1.8e308–inf" in 7d9470c's suite.
+        let lo = cases.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+        let hi = cases.iter().map(|c| c.1).fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi)
+    });
+    let mean = (!cases.is_empty()).then(|| mean_of(&cases));
+    let verdict = match mean {
+        None if undefined => Verdict::NoValue,
+        None => Verdict::Missing,
+        Some(mean) => verdict_of(c, m, mean),
+    };
+    let interval = mean.and_then(|_| interval(c, m, size, &all));
+    let firm =
+        interval.map(|(lo, hi)| verdict_of(c, m, lo) == verdict && verdict_of(c, m, hi) == verdict);
+    Ok(Outcome {
+        claim: c.clone(),
+        cases,
+        ours,
+        verdict,
+        mean,
+        interval,
+        firm,
+    })
+}
+
+/// The mean over the cases, the number a verdict weighs.
+fn mean_of(cases: &[(String, f64)]) -> f64 {
+    cases.iter().map(|c| c.1).sum::<f64>() / cases.len() as f64
+}
+
+/// The verdict for our mean `mean` against the middle of the paper's value: more than 2%
+/// better beats, within 2% matches (absolutely, 0.02, against a paper value of 0).
+fn verdict_of(c: &ClaimDef, m: Metric, mean: f64) -> Verdict {
+    let paper = match c.paper {
+        PaperValue::One(x) => x,
+        PaperValue::Range([a, b]) => (a + b) / 2.0,
+    };
+    // Relative difference in the "better" direction; a paper value of 0 compares
+    // absolutely.
+    let scale = paper.abs().max(1e-9);
+    let better = if m.lower_is_better() {
+        (paper - mean) / scale
+    } else {
+        (mean - paper) / scale
+    };
+    if paper == 0.0 {
+        if (mean - paper).abs() < 0.02 {
+            Verdict::Matches
+        } else if better > 0.0 {
+            Verdict::Beats
+        } else {
+            Verdict::Short
+        }
+    } else if better > 0.02 {
+        Verdict::Beats
+    } else if better >= -0.02 {
+        Verdict::Matches
+    } else {
+        Verdict::Short
+    }
+}
+
+/// The 95% interval of the mean over cases, by a bootstrap over repetitions: each resample
+/// draws as many repetitions as ran, with replacement, and takes every run of a drawn one,
+/// so the schemes that ran side by side in a repetition (at the same offset into the
+/// traces, in the same minutes of a shared host) stay together, and a ratio is paired as
+/// it was measured. `None` under [`INTERVAL_MIN_REPS`] repetitions. Seeded, so the same
+/// runs give the same interval.
+fn interval(c: &ClaimDef, m: Metric, size: Option<u64>, runs: &[&RunResult]) -> Option<(f64, f64)> {
+    let mut reps: Vec<usize> = runs.iter().map(|r| r.rep).collect();
+    reps.sort_unstable();
+    reps.dedup();
+    if reps.len() < INTERVAL_MIN_REPS {
+        return None;
+    }
+    let by_rep: Vec<Vec<&RunResult>> = reps
+        .iter()
+        .map(|&k| runs.iter().copied().filter(|r| r.rep == k).collect())
+        .collect();
+    let mut rng = mpbond_sim::rng::Rng::new(0x6d70_626f_6e64);
+    let mut means = Vec::with_capacity(RESAMPLES);
+    let mut sample: Vec<&RunResult> = Vec::with_capacity(runs.len());
+    for _ in 0..RESAMPLES {
+        sample.clear();
+        for _ in 0..by_rep.len() {
+            sample.extend(&by_rep[rng.below(by_rep.len() as u64) as usize]);
+        }
+        let (cases, _) = cases_of(c, m, size, &sample);
+        if !cases.is_empty() {
+            let mean = mean_of(&cases);
+            if !mean.is_nan() {
+                means.push(mean);
+            }
+        }
+    }
+    if means.len() < RESAMPLES / 2 {
+        return None;
+    }
+    // By rank, not interpolated: an infinite ratio (a baseline at 0) stays one.
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| means[((q * (means.len() - 1) as f64).round() as usize).min(means.len() - 1)];
+    Some((at(0.025), at(0.975)))
+}
+
+/// Our value per (variant, size) case of `c` in `runs`, and whether a case had runs but an
+/// undefined value (a ratio of 0 to 0, or CPU with every run left out for steal).
+fn cases_of(
+    c: &ClaimDef,
+    m: Metric,
+    size: Option<u64>,
+    results: &[&RunResult],
+) -> (Vec<(String, f64)>, bool) {
     let mut keys: Vec<(Option<String>, u64)> = Vec::new();
     for r in results {
         let k = (r.variant.clone(), r.size);
@@ -318,6 +468,7 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
         let of = |scheme: &str| -> Vec<&RunResult> {
             results
                 .iter()
+                .copied()
                 .filter(|r| r.variant == variant && r.size == sz && r.scheme == scheme)
                 .collect()
         };
@@ -389,61 +540,15 @@ pub fn evaluate(c: &ClaimDef, results: &[RunResult]) -> anyhow::Result<Outcome> 
         };
         cases.push((label, v));
     }
-    let ours = (!cases.is_empty()).then(|| {
-        // From the infinities, so that an infinite ratio (a baseline at 0) stays one: from
-        // f64::MAX, 10b's 5th percentile at the interfaces against a kibbutz at 0 read
-        // "1.8e308–inf" in 7d9470c's suite.
-        let lo = cases.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
-        let hi = cases.iter().map(|c| c.1).fold(f64::NEG_INFINITY, f64::max);
-        (lo, hi)
-    });
-    let verdict = match ours {
-        None if undefined => Verdict::NoValue,
-        None => Verdict::Missing,
-        Some(_) => {
-            let mean = cases.iter().map(|c| c.1).sum::<f64>() / cases.len() as f64;
-            let paper = match c.paper {
-                PaperValue::One(x) => x,
-                PaperValue::Range([a, b]) => (a + b) / 2.0,
-            };
-            // Relative difference in the "better" direction; a paper value of 0 compares
-            // absolutely.
-            let scale = paper.abs().max(1e-9);
-            let better = if m.lower_is_better() {
-                (paper - mean) / scale
-            } else {
-                (mean - paper) / scale
-            };
-            if paper == 0.0 {
-                if (mean - paper).abs() < 0.02 {
-                    Verdict::Matches
-                } else if better > 0.0 {
-                    Verdict::Beats
-                } else {
-                    Verdict::Short
-                }
-            } else if better > 0.02 {
-                Verdict::Beats
-            } else if better >= -0.02 {
-                Verdict::Matches
-            } else {
-                Verdict::Short
-            }
-        }
-    };
-    Ok(Outcome {
-        claim: c.clone(),
-        cases,
-        ours,
-        verdict,
-    })
+    (cases, undefined)
 }
 
-/// A Markdown table of outcomes: claim, the paper's value, ours (range over cases), verdict.
+/// A Markdown table of outcomes: claim, the paper's value, ours (range over cases), verdict,
+/// the mean the verdict weighs with its 95% interval, and whether the verdict holds across it.
 pub fn table(outcomes: &[(String, Outcome)]) -> String {
     use std::fmt::Write;
     let mut o = String::from(
-        "| experiment | claim | metric | paper | ours | verdict |\n| --- | --- | --- | --- | --- | --- |\n",
+        "| experiment | claim | metric | paper | ours | verdict | mean [95% interval] | firm |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for (exp, x) in outcomes {
         let metric = match &x.claim.vs {
@@ -452,7 +557,7 @@ pub fn table(outcomes: &[(String, Outcome)]) -> String {
         };
         let _ = writeln!(
             o,
-            "| {exp} | {} | {metric} | {} | {} | {} |",
+            "| {exp} | {} | {metric} | {} | {} | {} | {} | {} |",
             x.claim.what,
             x.paper_text(),
             x.ours_text(),
@@ -462,6 +567,12 @@ pub fn table(outcomes: &[(String, Outcome)]) -> String {
                 Verdict::Short => "short",
                 Verdict::Missing => "not run",
                 Verdict::NoValue => "no value",
+            },
+            x.mean_text(),
+            match x.firm {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
             }
         );
     }
@@ -522,6 +633,62 @@ pub(crate) mod tests {
             sched: None,
             kernel: Default::default(),
         }
+    }
+
+    /// `n` repetitions of mpbond and kibbutz at 1 MB, kibbutz's time `base(rep)` and
+    /// mpbond's `ratio(rep)` of it.
+    fn paired(
+        n: usize,
+        base: impl Fn(usize) -> f64,
+        ratio: impl Fn(usize) -> f64,
+    ) -> Vec<RunResult> {
+        let mut rs = Vec::new();
+        for rep in 0..n {
+            for (scheme, t) in [("kibbutz", base(rep)), ("mpbond", base(rep) * ratio(rep))] {
+                let mut r = run(scheme, 1_000_000, t, 10.0);
+                r.rep = rep;
+                rs.push(r);
+            }
+        }
+        rs
+    }
+
+    #[test]
+    fn the_interval_resamples_repetitions_and_keeps_their_runs_paired() {
+        let c = claim("time", Some("kibbutz"), PaperValue::One(0.9));
+        // Each repetition at its own point of the traces (kibbutz 1-10 s), mpbond at 0.8 of
+        // kibbutz in every one: paired, every resample's ratio is 0.8, however far the
+        // times spread; taken unpaired it would spread over most of 0.3-2.
+        let rs = paired(8, |k| 1.0 + k as f64 * 1.3, |_| 0.8);
+        let o = evaluate(&c, &rs).unwrap();
+        let (lo, hi) = o.interval.expect("8 repetitions give an interval");
+        assert!(
+            (lo - 0.8).abs() < 1e-9 && (hi - 0.8).abs() < 1e-9,
+            "{lo} {hi}"
+        );
+        assert_eq!((o.verdict, o.firm), (Verdict::Beats, Some(true)));
+        assert_eq!(o.mean_text(), "0.80 [0.80, 0.80]");
+
+        // Ratios spread around the paper's 0.9, from 0.84 to 0.96: the mean matches, but
+        // the interval reaches past the 2% band on a side, so the verdict is not firm.
+        let rs = paired(8, |_| 2.0, |k| 0.84 + 0.12 * k as f64 / 7.0);
+        let o = evaluate(&c, &rs).unwrap();
+        let (lo, hi) = o.interval.unwrap();
+        let mean = o.mean.unwrap();
+        assert!(lo < mean && mean < hi, "{lo} {mean} {hi}");
+        assert!(
+            lo > 0.84 && hi < 0.96,
+            "the mean spreads less than the runs: {lo} {hi}"
+        );
+        assert_eq!((o.verdict, o.firm), (Verdict::Matches, Some(false)));
+        // The same runs give the same interval.
+        assert_eq!(evaluate(&c, &rs).unwrap().interval, o.interval);
+
+        // Two repetitions are too few: the mean without an interval.
+        let o = evaluate(&c, &paired(2, |_| 2.0, |k| 0.7 + 0.1 * k as f64)).unwrap();
+        assert_eq!((o.interval, o.firm), (None, None));
+        assert_eq!(o.mean_text(), "0.75");
+        assert!(table(&[("01".into(), o)]).contains("| 0.75 | - |"));
     }
 
     fn claim(metric: &str, vs: Option<&str>, paper: PaperValue) -> ClaimDef {
