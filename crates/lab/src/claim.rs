@@ -630,6 +630,7 @@ pub(crate) mod tests {
             chunk_times: vec![],
             cpu: vec![],
             host_cpu: None,
+            set_aside_steal: vec![],
             sched: None,
             kernel: Default::default(),
         }

@@ -659,9 +659,27 @@ fn steal_line(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
     let Some((s, r)) = all().max_by(|a, b| share(a.1).total_cmp(&share(b.1))) else {
         return;
     };
+    // Runs taken again for the steal (`--rerun-stolen`): the steal above is the kept ones'.
+    let aside: Vec<f64> = all()
+        .flat_map(|(_, r)| r.set_aside_steal.iter().copied())
+        .collect();
+    let rerun = all().filter(|(_, r)| !r.set_aside_steal.is_empty()).count();
+    let again = if aside.is_empty() {
+        String::new()
+    } else {
+        let lo = aside.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = aside.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!(
+            " {rerun} of them ran again after more than {:.0}% was stolen (`--rerun-stolen`; the {} attempts set aside, {:.1}-{:.1}% stolen, are in stolen.json).",
+            100.0 * crate::cpu::STEAL_LIMIT,
+            aside.len(),
+            100.0 * lo,
+            100.0 * hi
+        )
+    };
     let _ = writeln!(
         o,
-        "The hypervisor stole {:.1}% of a core over the workload on the mean of these {n} runs; {above} above {:.0}%, the most {:.1}% ({s}, repetition {}).\n",
+        "The hypervisor stole {:.1}% of a core over the workload on the mean of these {n} runs; {above} above {:.0}%, the most {:.1}% ({s}, repetition {}).{again}\n",
         100.0 * mean,
         100.0 * crate::cpu::STEAL_LIMIT,
         100.0 * share(r),
@@ -913,6 +931,22 @@ pub fn write(
         serde_json::to_string_pretty(results)?,
     )?;
     write_report(dir, name, schemes, results)
+}
+
+/// Writes the attempts `--rerun-stolen` set aside for the hypervisor's steal to
+/// `dir/stolen.json`, so nothing measured is lost, or removes an older run's file when
+/// there are none (the directory then holds one run's results only).
+pub fn write_set_aside(dir: &Path, stolen: &[RunResult]) -> anyhow::Result<()> {
+    let path = dir.join("stolen.json");
+    if stolen.is_empty() {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => return Ok(()),
+        }
+    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(path, serde_json::to_string_pretty(stolen)?)?;
+    Ok(())
 }
 
 /// Writes report.md and the plots into `dir` (a table and plots per variant), leaving
@@ -1257,6 +1291,16 @@ mod tests {
             crate::claim::evaluate(&c, &back).unwrap(),
         );
         assert_eq!((now.ours, now.verdict), (then.ours, then.verdict));
+        // Attempts set aside for steal are kept beside the runs; a run without any removes
+        // an older run's file.
+        write_set_aside(&dir, &rs[..1]).unwrap();
+        let aside: Vec<RunResult> =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("stolen.json")).unwrap())
+                .unwrap();
+        assert_eq!(aside.len(), 1);
+        write_set_aside(&dir, &[]).unwrap();
+        assert!(!dir.join("stolen.json").exists());
+        write_set_aside(&dir, &[]).unwrap();
         std::fs::write(dir.join("results.json"), "{\"scheme\": 1}").unwrap();
         let e = format!("{:#}", read(&dir).unwrap_err());
         assert!(e.contains("not a list of lab runs"), "{e}");
@@ -1481,7 +1525,7 @@ mod tests {
             steal_s: 1.0,
             ..m.host_cpu.clone().unwrap_or_default()
         });
-        let t = table("t", &schemes, &[k, m, stolen]);
+        let t = table("t", &schemes, &[k.clone(), m.clone(), stolen]);
         assert!(
             t.contains("| scheme | primary ps (LTE) | helper1 hs1 (LTE) |"),
             "{t}"
@@ -1501,6 +1545,15 @@ mod tests {
         assert!(
             t.contains("stole 17.3% of a core over the workload on the mean of these 3 runs; 1 above 3%, the most 50.0% (mpbond, repetition 0)."),
             "{t}"
+        );
+        assert!(!t.contains("ran again"), "{t}");
+        // A run kept after two attempts were set aside for their steal says so.
+        let mut again = k.clone();
+        again.set_aside_steal = vec![0.12, 0.045];
+        let t2 = table("t", &schemes, &[again, m.clone()]);
+        assert!(
+            t2.contains("1 of them ran again after more than 3% was stolen (`--rerun-stolen`; the 2 attempts set aside, 4.5-12.0% stolen, are in stolen.json)."),
+            "{t2}"
         );
         // The host's table has mpbond's runs only: the probe's 0.3 ms of CPU in 0.36 ms
         // and 0.2 ms in sockets, 1% and 50% of a core stolen, the daemon 0.5% waiting and

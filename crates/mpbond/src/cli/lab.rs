@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use mpbond_lab::netns;
 use mpbond_lab::report;
-use mpbond_lab::run::{run_order, run_retrying, RunEnv, RunResult};
+use mpbond_lab::run::{rerun_while_stolen, run_order, run_retrying, RunEnv, RunResult};
 use mpbond_lab::scenario::{Scenario, WorkloadKind};
 use mpbond_lab::scheme::Scheme;
 
@@ -80,8 +80,15 @@ pub struct PaperArgs {
     /// already has under the output directory, write each one's report.md and plots again
     /// from it (results.json is left as it is), and summary.md/summary.json. For a suite finished in parts with `--only` (every part from one build), or
     /// after a claim in a scenario file changed.
-    #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf"])]
+    #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf", "rerun_stolen"])]
     from_results: bool,
+    /// Run a run again, at most N more times, while the hypervisor stole more than 3% of a
+    /// core from it (`cpu::STEAL_LIMIT`): steal slows mpbond's user-space relays, not the
+    /// kernel's MPTCP, and a deployment's devices have their own CPUs. The first quiet
+    /// attempt is kept (or the least stolen); the others go to `stolen.json`. Costs up to
+    /// N times a stolen run's time.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    rerun_stolen: usize,
 }
 
 /// Options of `mpbond lab run`.
@@ -136,6 +143,13 @@ pub struct RunArgs {
     /// between downloads, instead of fresh daemons.
     #[arg(long, value_name = "SIZE")]
     warm: Option<String>,
+    /// Run a run again, at most N more times, while the hypervisor stole more than 3% of a
+    /// core from it (`cpu::STEAL_LIMIT`): steal slows mpbond's user-space relays, not the
+    /// kernel's MPTCP, and a deployment's devices have their own CPUs. The first quiet
+    /// attempt is kept (or the least stolen); the others go to `stolen.json`. Costs up to
+    /// N times a stolen run's time.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    rerun_stolen: usize,
 }
 
 /// Options of `mpbond lab demo`.
@@ -190,7 +204,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             let out = a
                 .out
                 .unwrap_or_else(|| PathBuf::from("lab-results").join(&stem));
-            let results = execute(&sc, &out, a.packets)?;
+            let results = execute(&sc, &out, a.packets, a.rerun_stolen)?;
             claims_report(&sc, &stem, &results, &out)?;
             if a.check {
                 let bad: Vec<String> = results
@@ -206,7 +220,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
         }
         LabCmd::Demo(a) => {
             let sc = Scenario::parse(DEMO)?;
-            execute(&sc, &a.out, false)?;
+            execute(&sc, &a.out, false, 0)?;
             Ok(())
         }
         LabCmd::Paper(a) => paper(a),
@@ -355,7 +369,7 @@ fn paper(a: PaperArgs) -> Result<()> {
             report::write_report(&dir, &sc.name, &sc.schemes, &results)?;
             results
         } else {
-            execute(&sc, &out.join(&stem), false)?
+            execute(&sc, &out.join(&stem), false, a.rerun_stolen)?
         };
         let label = format!("{stem} ({})", sc.paper.as_deref().unwrap_or(&sc.name));
         for c in &sc.claims {
@@ -426,7 +440,14 @@ fn override_testbed(sc: &mut Scenario, cc: Option<&str>, phone_rcvbuf: Option<&s
     Ok(())
 }
 
-fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec<RunResult>> {
+/// Runs every scheme, size, variant and repetition of `sc` into `out`; `rerun_stolen` as
+/// `lab run --rerun-stolen`.
+fn execute(
+    sc: &Scenario,
+    out: &std::path::Path,
+    packet_log: bool,
+    rerun_stolen: usize,
+) -> Result<Vec<RunResult>> {
     let env = RunEnv {
         exe: mpbond_lab::run::own_executable().context("cannot find the mpbond binary")?,
         work: out.join("work"),
@@ -446,6 +467,8 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
         .sum::<usize>();
     let total = variants.len() * per_rep * sc.reps;
     let mut results = Vec::new();
+    // Attempts set aside for the hypervisor's steal (`--rerun-stolen`).
+    let mut stolen = Vec::new();
     let mut n = 0;
     let began = std::time::Instant::now();
     eprintln!(
@@ -480,9 +503,20 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
                         work: env.work.join(format!("v{vi}")),
                         packet_log,
                     };
-                    let r = run_retrying(vsc, scheme, size, rep, &venv)
-                        .with_context(|| format!("{scheme}, {}{vname}, rep {rep}", what(size)));
-                    let mut r = match r {
+                    // A rerun gets its own scratch space, as a reconnect's attempt does.
+                    let r = rerun_while_stolen(rerun_stolen, |k| {
+                        let env = RunEnv {
+                            work: if k == 0 {
+                                venv.work.clone()
+                            } else {
+                                venv.work.join(format!("rerun{k}"))
+                            },
+                            ..venv.clone()
+                        };
+                        run_retrying(vsc, scheme, size, rep, &env)
+                    })
+                    .with_context(|| format!("{scheme}, {}{vname}, rep {rep}", what(size)));
+                    let (mut r, aside) = match r {
                         Ok(r) => r,
                         Err(e) => {
                             eprintln!(" failed");
@@ -490,6 +524,10 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
                         }
                     };
                     r.variant = variant.clone();
+                    stolen.extend(aside.into_iter().map(|mut a| {
+                        a.variant = variant.clone();
+                        a
+                    }));
                     let left = began.elapsed().as_secs_f64() / n as f64 * (total - n) as f64;
                     let headline = match (&r.video, sc.workload.kind) {
                         (Some(v), _) => format!(
@@ -515,6 +553,7 @@ fn execute(sc: &Scenario, out: &std::path::Path, packet_log: bool) -> Result<Vec
         }
     }
     report::write(out, &sc.name, &sc.schemes, &results)?;
+    report::write_set_aside(out, &stolen)?;
     // The scratch space goes unless it holds the packet logs that were asked for.
     if !packet_log {
         let _ = std::fs::remove_dir_all(&env.work);
