@@ -680,7 +680,8 @@ pub fn run_retrying(
 
 /// Runs `attempt` (given the attempt's number, from 0) again while the hypervisor stole
 /// more than [`crate::cpu::STEAL_LIMIT`] of a core from its run ([`RunResult::stolen`]), at
-/// most `reruns` more times, and returns the run kept with the attempts set aside.
+/// most `reruns` more times, and returns the run kept with the attempts set aside; `label`
+/// names the run in the line each rerun prints.
 ///
 /// Steal slows mpbond's user-space relays where the kernel's MPTCP does not
 /// (docs/evaluation.md, "A busy host"): a lab on a shared host measures the host in such a
@@ -691,13 +692,14 @@ pub fn run_retrying(
 /// ([`RunResult::set_aside_steal`]).
 pub fn rerun_while_stolen(
     reruns: usize,
+    label: &str,
     mut attempt: impl FnMut(usize) -> anyhow::Result<RunResult>,
 ) -> anyhow::Result<(RunResult, Vec<RunResult>)> {
     let share = |r: &RunResult| r.steal_share().unwrap_or(0.0);
     let mut tries = vec![attempt(0)?];
     while let Some(last) = tries.last().filter(|r| r.stolen() && tries.len() <= reruns) {
         eprintln!(
-            "lab: the hypervisor stole {:.1}% of a core from this run; running it again ({} of {reruns})",
+            "lab: {label}: the hypervisor stole {:.1}% of a core from this run; running it again ({} of {reruns})",
             100.0 * share(last),
             tries.len()
         );
@@ -1694,21 +1696,21 @@ mod tests {
         let secs = |rs: &[RunResult]| rs.iter().map(|r| r.seconds).collect::<Vec<_>>();
 
         // Stolen twice, then quiet: the third kept, though it took longest.
-        let (kept, aside) = rerun_while_stolen(3, attempt(&[0.2, 0.05, 0.01, 0.0])).unwrap();
+        let (kept, aside) = rerun_while_stolen(3, "t", attempt(&[0.2, 0.05, 0.01, 0.0])).unwrap();
         assert_eq!(kept.seconds, 3.0);
         assert_eq!(secs(&aside), [1.0, 2.0]);
         assert_eq!(kept.set_aside_steal.len(), 2);
         assert!((kept.set_aside_steal[0] - 0.2).abs() < 1e-9);
 
         // Stolen every time the reruns allow: the least stolen of the three is kept.
-        let (kept, aside) = rerun_while_stolen(2, attempt(&[0.2, 0.05, 0.1, 0.0])).unwrap();
+        let (kept, aside) = rerun_while_stolen(2, "t", attempt(&[0.2, 0.05, 0.1, 0.0])).unwrap();
         assert_eq!(kept.seconds, 2.0);
         assert_eq!(secs(&aside), [1.0, 3.0]);
 
         // Quiet at once, or no reruns allowed: one attempt, nothing set aside.
         for (reruns, steals) in [(3, &[0.01, 0.5][..]), (0, &[0.5, 0.0][..])] {
             let mut n = 0;
-            let (kept, aside) = rerun_while_stolen(reruns, |k| {
+            let (kept, aside) = rerun_while_stolen(reruns, "t", |k| {
                 n += 1;
                 attempt(steals)(k)
             })
@@ -1718,7 +1720,7 @@ mod tests {
         }
 
         // A failed attempt fails the run.
-        let r = rerun_while_stolen(3, |k| {
+        let r = rerun_while_stolen(3, "t", |k| {
             if k == 0 {
                 attempt(&[0.5])(0)
             } else {

@@ -78,10 +78,18 @@ pub struct PaperArgs {
     out: Option<PathBuf>,
     /// Run nothing: judge the claims again on the results.json each selected experiment
     /// already has under the output directory, write each one's report.md and plots again
-    /// from it (results.json is left as it is), and summary.md/summary.json. For a suite finished in parts with `--only` (every part from one build), or
-    /// after a claim in a scenario file changed.
+    /// from it (results.json is left as it is), and summary.md/summary.json. For a suite
+    /// finished in parts with `--only` (every part from one build), after a claim in a
+    /// scenario file changed, or for a newer build's tables.
     #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf", "rerun_stolen"])]
     from_results: bool,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+/// What `lab run` and `lab paper` do about a busy host.
+#[derive(Args, Debug)]
+pub struct HostArgs {
     /// Run a run again, at most N more times, while the hypervisor stole more than 3% of a
     /// core from it (`cpu::STEAL_LIMIT`): steal slows mpbond's user-space relays, not the
     /// kernel's MPTCP, and a deployment's devices have their own CPUs. The first quiet
@@ -143,13 +151,8 @@ pub struct RunArgs {
     /// between downloads, instead of fresh daemons.
     #[arg(long, value_name = "SIZE")]
     warm: Option<String>,
-    /// Run a run again, at most N more times, while the hypervisor stole more than 3% of a
-    /// core from it (`cpu::STEAL_LIMIT`): steal slows mpbond's user-space relays, not the
-    /// kernel's MPTCP, and a deployment's devices have their own CPUs. The first quiet
-    /// attempt is kept (or the least stolen); the others go to `stolen.json`. Costs up to
-    /// N times a stolen run's time.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    rerun_stolen: usize,
+    #[command(flatten)]
+    host: HostArgs,
 }
 
 /// Options of `mpbond lab demo`.
@@ -204,7 +207,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             let out = a
                 .out
                 .unwrap_or_else(|| PathBuf::from("lab-results").join(&stem));
-            let results = execute(&sc, &out, a.packets, a.rerun_stolen)?;
+            let results = execute(&sc, &out, a.packets, a.host.rerun_stolen)?;
             claims_report(&sc, &stem, &results, &out)?;
             if a.check {
                 let bad: Vec<String> = results
@@ -369,7 +372,7 @@ fn paper(a: PaperArgs) -> Result<()> {
             report::write_report(&dir, &sc.name, &sc.schemes, &results)?;
             results
         } else {
-            execute(&sc, &out.join(&stem), false, a.rerun_stolen)?
+            execute(&sc, &out.join(&stem), false, a.host.rerun_stolen)?
         };
         let label = format!("{stem} ({})", sc.paper.as_deref().unwrap_or(&sc.name));
         for c in &sc.claims {
@@ -504,7 +507,8 @@ fn execute(
                         packet_log,
                     };
                     // A rerun gets its own scratch space, as a reconnect's attempt does.
-                    let r = rerun_while_stolen(rerun_stolen, |k| {
+                    let label = format!("{s} {}{vname} rep {rep}", what(size));
+                    let r = rerun_while_stolen(rerun_stolen, &label, |k| {
                         let env = RunEnv {
                             work: if k == 0 {
                                 venv.work.clone()
