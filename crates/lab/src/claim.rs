@@ -543,6 +543,34 @@ fn cases_of(
     (cases, undefined)
 }
 
+/// One sentence on how many verdicts hold across their intervals ([`Outcome::firm`]), and
+/// which do not; empty when no claim has an interval.
+pub fn firmness(outcomes: &[(String, Outcome)]) -> String {
+    let with: Vec<&(String, Outcome)> = outcomes.iter().filter(|(_, o)| o.firm.is_some()).collect();
+    if with.is_empty() {
+        return String::new();
+    }
+    let loose: Vec<String> = with
+        .iter()
+        .filter(|(_, o)| o.firm == Some(false))
+        .map(|(e, o)| format!("{} ({})", e.split(' ').next().unwrap_or(e), o.claim.what))
+        .collect();
+    let mut line = format!(
+        "Of the {} verdicts with a 95% interval (claims with {INTERVAL_MIN_REPS} repetitions or more), {} hold across it",
+        with.len(),
+        with.len() - loose.len()
+    );
+    if loose.is_empty() {
+        line.push('.');
+    } else {
+        line.push_str(&format!(
+            "; the runs' spread could turn these: {}.",
+            loose.join("; ")
+        ));
+    }
+    line
+}
+
 /// A Markdown table of outcomes: claim, the paper's value, ours (range over cases), verdict,
 /// the mean the verdict weighs with its 95% interval, and whether the verdict holds across it.
 pub fn table(outcomes: &[(String, Outcome)]) -> String {
@@ -689,7 +717,20 @@ pub(crate) mod tests {
         let o = evaluate(&c, &paired(2, |_| 2.0, |k| 0.7 + 0.1 * k as f64)).unwrap();
         assert_eq!((o.interval, o.firm), (None, None));
         assert_eq!(o.mean_text(), "0.75");
-        assert!(table(&[("01".into(), o)]).contains("| 0.75 | - |"));
+        assert!(table(&[("01".into(), o.clone())]).contains("| 0.75 | - |"));
+        // The summary's sentence counts the verdicts with an interval and names the loose.
+        let firm = evaluate(&c, &paired(8, |k| 1.0 + k as f64, |_| 0.8)).unwrap();
+        let loose = evaluate(&c, &paired(8, |_| 2.0, |k| 0.84 + 0.12 * k as f64 / 7.0)).unwrap();
+        let line = firmness(&[
+            ("07-stable (§6.3)".into(), firm),
+            ("10a-varying (§6.4)".into(), loose),
+            ("11d (§6.5)".into(), o),
+        ]);
+        assert_eq!(
+            line,
+            "Of the 2 verdicts with a 95% interval (claims with 3 repetitions or more), 1 hold across it; the runs' spread could turn these: 10a-varying (t)."
+        );
+        assert_eq!(firmness(&[]), "");
     }
 
     fn claim(metric: &str, vs: Option<&str>, paper: PaperValue) -> ClaimDef {

@@ -402,6 +402,12 @@ fn paper(a: PaperArgs) -> Result<()> {
         });
     }
     let table = mpbond_lab::claim::table(&outcomes);
+    let firm = mpbond_lab::claim::firmness(&outcomes);
+    let table = if firm.is_empty() {
+        table
+    } else {
+        format!("{table}\n{firm}\n")
+    };
     let md = format!(
         "# MPBond §6 side by side{}{}\n\n{table}\n{}\n\n{}\n",
         if a.quick { " (quick)" } else { "" },
