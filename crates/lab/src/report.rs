@@ -918,35 +918,32 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<RunResult>> {
     })
 }
 
-/// Writes results.json, then report.md and the plots ([`write_report`]), into `dir`.
+/// Writes results.json, then report.md and the plots ([`write_report`]), into `dir`; and
+/// the attempts `--rerun-stolen` set aside for the hypervisor's steal (`set_aside`) to
+/// stolen.json, so nothing measured is lost, or, when there are none, removes an older
+/// run's stolen.json (the directory then holds one run's results only).
 pub fn write(
     dir: &Path,
     name: &str,
     schemes: &[String],
     results: &[RunResult],
+    set_aside: &[RunResult],
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(
         dir.join("results.json"),
         serde_json::to_string_pretty(results)?,
     )?;
-    write_report(dir, name, schemes, results)
-}
-
-/// Writes the attempts `--rerun-stolen` set aside for the hypervisor's steal to
-/// `dir/stolen.json`, so nothing measured is lost, or removes an older run's file when
-/// there are none (the directory then holds one run's results only).
-pub fn write_set_aside(dir: &Path, stolen: &[RunResult]) -> anyhow::Result<()> {
-    let path = dir.join("stolen.json");
-    if stolen.is_empty() {
-        match std::fs::remove_file(&path) {
+    let stolen = dir.join("stolen.json");
+    if set_aside.is_empty() {
+        match std::fs::remove_file(&stolen) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => return Ok(()),
+            _ => {}
         }
+    } else {
+        std::fs::write(stolen, serde_json::to_string_pretty(set_aside)?)?;
     }
-    std::fs::create_dir_all(dir)?;
-    std::fs::write(path, serde_json::to_string_pretty(stolen)?)?;
-    Ok(())
+    write_report(dir, name, schemes, results)
 }
 
 /// Writes report.md and the plots into `dir` (a table and plots per variant), leaving
@@ -1271,7 +1268,7 @@ mod tests {
         let mut b = run("kibbutz", 1_000_000, 2.5, 12.0);
         b.variant = a.variant.clone();
         let rs = vec![a, b];
-        write(&dir, "t", &["kibbutz".into(), "mpbond".into()], &rs).unwrap();
+        write(&dir, "t", &["kibbutz".into(), "mpbond".into()], &rs, &[]).unwrap();
         let back = read(&dir).unwrap();
         assert_eq!(
             serde_json::to_value(&back).unwrap(),
@@ -1293,14 +1290,14 @@ mod tests {
         assert_eq!((now.ours, now.verdict), (then.ours, then.verdict));
         // Attempts set aside for steal are kept beside the runs; a run without any removes
         // an older run's file.
-        write_set_aside(&dir, &rs[..1]).unwrap();
+        write(&dir, "t", &["kibbutz".into()], &rs, &rs[..1]).unwrap();
         let aside: Vec<RunResult> =
             serde_json::from_str(&std::fs::read_to_string(dir.join("stolen.json")).unwrap())
                 .unwrap();
         assert_eq!(aside.len(), 1);
-        write_set_aside(&dir, &[]).unwrap();
+        write(&dir, "t", &["kibbutz".into()], &rs, &[]).unwrap();
         assert!(!dir.join("stolen.json").exists());
-        write_set_aside(&dir, &[]).unwrap();
+        write(&dir, "t", &["kibbutz".into()], &rs, &[]).unwrap();
         std::fs::write(dir.join("results.json"), "{\"scheme\": 1}").unwrap();
         let e = format!("{:#}", read(&dir).unwrap_err());
         assert!(e.contains("not a list of lab runs"), "{e}");
@@ -1317,7 +1314,7 @@ mod tests {
             run("kibbutz", 1_000_000, 2.5, 12.0),
             run("mpbond", 1_000_000, 2.0, 10.0),
         ];
-        write(&dir, "t", &schemes, &rs).unwrap();
+        write(&dir, "t", &schemes, &rs, &[]).unwrap();
         let report = |d: &Path| std::fs::read_to_string(d.join("report.md")).unwrap();
         assert!(report(&dir).contains("TCP congestion control: cubic, HyStart on.\n"));
         let runs = std::fs::read(dir.join("results.json")).unwrap();

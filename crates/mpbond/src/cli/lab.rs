@@ -562,8 +562,7 @@ fn execute(
             }
         }
     }
-    report::write(out, &sc.name, &sc.schemes, &results)?;
-    report::write_set_aside(out, &stolen)?;
+    report::write(out, &sc.name, &sc.schemes, &results, &stolen)?;
     // The scratch space goes unless it holds the packet logs that were asked for.
     if !packet_log {
         let _ = std::fs::remove_dir_all(&env.work);
