@@ -936,9 +936,10 @@ pub fn write(
     )?;
     let stolen = dir.join("stolen.json");
     if set_aside.is_empty() {
-        match std::fs::remove_file(&stolen) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
+        if let Err(e) = std::fs::remove_file(&stolen) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(e.into());
+            }
         }
     } else {
         std::fs::write(stolen, serde_json::to_string_pretty(set_aside)?)?;

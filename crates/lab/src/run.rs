@@ -698,8 +698,14 @@ pub fn rerun_while_stolen(
     let share = |r: &RunResult| r.steal_share().unwrap_or(0.0);
     let mut tries = vec![attempt(0)?];
     while let Some(last) = tries.last().filter(|r| r.stolen() && tries.len() <= reruns) {
+        // On a terminal, over the run's progress line, as its result line is.
+        let clear = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            "\r\x1b[2K"
+        } else {
+            ""
+        };
         eprintln!(
-            "lab: {label}: the hypervisor stole {:.1}% of a core from this run; running it again ({} of {reruns})",
+            "{clear}lab: {label}: the hypervisor stole {:.1}% of a core from this run; running it again ({} of {reruns})",
             100.0 * share(last),
             tries.len()
         );

@@ -180,23 +180,25 @@ fn the_paper_suite_runs_its_smoke_experiments_end_to_end() {
     let before = namespaces();
     let out = std::env::temp_dir().join(format!("mpbond-lab-paper-{}", std::process::id()));
     let dir = format!("{}/../../scenarios/paper-smoke", env!("CARGO_MANIFEST_DIR"));
+    // `mpbond lab paper` on the smoke experiments into `out`, with `args`.
+    let paper = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mpbond"))
+            .args(["lab", "paper", "--dir", &dir])
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap_or_else(|e| panic!("run mpbond lab paper {args:?}: {e}"))
+    };
     // A mistyped --only names itself and what is there, before anything runs.
-    let typo = Command::new(env!("CARGO_BIN_EXE_mpbond"))
-        .args(["lab", "paper", "--dir", &dir, "--only", "a,z", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run mpbond lab paper --only");
+    let typo = paper(&["--only", "a,z"]);
     let err = String::from_utf8_lossy(&typo.stderr);
     assert!(!typo.status.success(), "--only z ran: {err}");
     assert!(
         err.contains("--only z: no such experiment") && err.contains("c-dual"),
         "{err}"
     );
-    let r = Command::new(env!("CARGO_BIN_EXE_mpbond"))
-        .args(["lab", "paper", "--dir", &dir, "--out"])
-        .arg(&out)
-        .output()
-        .expect("run mpbond lab paper");
+    let r = paper(&[]);
     assert!(
         r.status.success(),
         "mpbond lab paper failed:\n{}\n{}",
@@ -281,11 +283,7 @@ fn the_paper_suite_runs_its_smoke_experiments_end_to_end() {
     let results_before = std::fs::read(out.join("c-dual/results.json")).expect("results");
     let report_before = std::fs::read_to_string(out.join("c-dual/report.md")).expect("report");
     std::fs::remove_file(out.join("c-dual/report.md")).expect("remove report");
-    let again = Command::new(env!("CARGO_BIN_EXE_mpbond"))
-        .args(["lab", "paper", "--dir", &dir, "--from-results", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run mpbond lab paper --from-results");
+    let again = paper(&["--from-results"]);
     assert!(
         again.status.success(),
         "--from-results failed: {}",
