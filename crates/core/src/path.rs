@@ -91,6 +91,15 @@ pub struct PathView {
     pub bytes_acked: u64,
     /// Fraction of packets lost on the sender-side path, 0..1.
     pub loss_rate: f64,
+    /// The sender-side path's TCP is recovering from a loss (`tcpi_ca_state` Recovery or
+    /// Loss): the byte at its cumulative ACK is missing at the receiver, and everything the
+    /// path carries from there on waits for its retransmission ([`crate::Sender`]'s loss
+    /// rescue).
+    pub recovering: bool,
+    /// Bytes the receiver holds above the cumulative ACK (`tcpi_sacked` in bytes), which
+    /// `queued` leaves out: with it, the sender places the cumulative ACK in its own count
+    /// of bytes written to the path.
+    pub sacked: u64,
     /// Pipe state; `Some` exactly for helper subflows that have reported.
     pub pipe: Option<PipeView>,
     /// Seconds since the sender-side path last sent or received anything (data, feedback,
@@ -139,6 +148,8 @@ impl PathView {
             queued: 0,
             bytes_acked: 0,
             loss_rate: 0.0,
+            recovering: false,
+            sacked: 0,
             pipe: None,
             wan_idle: f64::INFINITY,
             outstanding: 0,

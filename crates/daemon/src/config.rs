@@ -163,6 +163,11 @@ pub struct Tuning {
     /// subflow's share behind it. Off only to measure what it buys (`mpbond-no-late-rescue`
     /// in the lab). See `SenderConfig::late_rescue`.
     pub late_rescue: bool,
+    /// Loss rescue: a stream's head of line held behind a hole its subflow's TCP is
+    /// recovering from goes out again on a subflow that delivers it well before the
+    /// retransmission, which crosses the path's queue, can. Off only to measure what it buys
+    /// (`mpbond-no-loss-rescue` in the lab). See `SenderConfig::loss_rescue`.
+    pub loss_rescue: bool,
     /// Tail copy: once a transfer's rest is all scheduled, a subflow that drained carries
     /// copies of the last segments of the one that will finish last, last first (off by
     /// default; `mpbond-tail-copy` in the lab). See `SenderConfig::tail_copy`.
@@ -293,6 +298,7 @@ impl Default for Tuning {
             recall_shortfall: 0.0,
             window_rescue: true,
             late_rescue: true,
+            loss_rescue: true,
             tail_copy: false,
             late_bind: Dur(Duration::ZERO),
             late_bind_horizon: Dur(Duration::from_secs_f64(

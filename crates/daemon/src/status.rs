@@ -298,6 +298,9 @@ pub struct SessionStatus {
     /// Bytes taken back by late-head rescues so far (`Sender::late_rescue`).
     #[serde(default)]
     pub late_rescued_bytes: u64,
+    /// Bytes taken back by loss rescues so far (`Sender::late_rescue`).
+    #[serde(default)]
+    pub loss_rescued_bytes: u64,
     /// Bytes copied by the tail copy so far (`Sender::tail_copy`).
     #[serde(default)]
     pub tail_copied_bytes: u64,
@@ -345,9 +348,10 @@ impl NodeStatus {
         for s in &self.sessions {
             let _ = writeln!(
                 o,
-                "\nsession {} ({} side, primary {}, scheduler {}): {} streams, {} recalls, {} bytes reinjected, {} rescued ({} late), {} tail copies",
+                "\nsession {} ({} side, primary {}, scheduler {}): {} streams, {} recalls, {} bytes reinjected, {} rescued ({} late, {} behind a loss), {} tail copies",
                 s.id, s.side, s.primary, s.scheduler, s.streams, s.recalls, s.reinjected_bytes,
-                s.window_rescued_bytes + s.late_rescued_bytes, s.late_rescued_bytes,
+                s.window_rescued_bytes + s.late_rescued_bytes + s.loss_rescued_bytes,
+                s.late_rescued_bytes, s.loss_rescued_bytes,
                 s.tail_copied_bytes
             );
             let _ = writeln!(

@@ -767,9 +767,9 @@ fn sender_activity(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
     }
     let _ = writeln!(
         o,
-        "mpbond's senders (mean per run; crate::sched): PAMS recalls, payload sent a second time, rescues, tail copies, links that went stale (stalled, connection kept) and that failed:\n\n| scheme | recalls | sent again (MB) | of the payload | window rescues (MB) | late-head rescues (MB) | tail copies (MB) | stale links | failed links |"
+        "mpbond's senders (mean per run; crate::sched): PAMS recalls, payload sent a second time, rescues, tail copies, links that went stale (stalled, connection kept) and that failed:\n\n| scheme | recalls | sent again (MB) | of the payload | window rescues (MB) | late-head rescues (MB) | loss rescues (MB) | tail copies (MB) | stale links | failed links |"
     );
-    let _ = writeln!(o, "|{}", " --- |".repeat(9));
+    let _ = writeln!(o, "|{}", " --- |".repeat(10));
     for (s, rs) in groups {
         let with: Vec<(&crate::sched::SchedStats, u64)> = rs
             .iter()
@@ -785,12 +785,13 @@ fn sender_activity(o: &mut String, groups: &[(&str, Vec<&RunResult>)]) {
         let payload = with.iter().map(|(_, b)| *b as f64).sum::<f64>() / with.len() as f64;
         let _ = writeln!(
             o,
-            "| {s} | {:.1} | {:.2} | {:.1}% | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            "| {s} | {:.1} | {:.2} | {:.1}% | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |",
             mean(&|x| x.recalls),
             again / 1e6,
             100.0 * again / payload.max(1.0),
             mean(&|x| x.window_rescued_bytes) / 1e6,
             mean(&|x| x.late_rescued_bytes) / 1e6,
+            mean(&|x| x.loss_rescued_bytes) / 1e6,
             mean(&|x| x.tail_copied_bytes) / 1e6,
             mean(&|x| x.links_stale),
             mean(&|x| x.links_failed)
@@ -1608,6 +1609,7 @@ mod tests {
                 reinjected_bytes: again,
                 window_rescued_bytes: 10_000,
                 late_rescued_bytes: 0,
+                loss_rescued_bytes: 30_000,
                 tail_copied_bytes: 20_000,
                 links_stale: 2,
                 links_failed: 1,
@@ -1617,7 +1619,7 @@ mod tests {
         let schemes = vec!["kibbutz".to_string(), "mpbond".to_string()];
         let t = table("t", &schemes, &runs);
         assert!(
-            t.contains("| mpbond | 2.0 | 0.05 | 5.0% | 0.01 | 0.00 | 0.02 | 2.0 | 1.0 |"),
+            t.contains("| mpbond | 2.0 | 0.05 | 5.0% | 0.01 | 0.00 | 0.03 | 0.02 | 2.0 | 1.0 |"),
             "{t}"
         );
         let part = t

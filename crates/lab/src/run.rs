@@ -1531,10 +1531,11 @@ fn start_mpbond(
         MpbondVariant::LateBind => "[tuning]\nlate_bind = \"100ms\"\n",
         MpbondVariant::NoPipeMinRtt => "[tuning]\npipe_min_rtt = false\n",
         MpbondVariant::NoReinject => {
-            "[tuning]\npams_reinjection = false\nlate_rescue = false\nwindow_rescue = false\n"
+            "[tuning]\npams_reinjection = false\nlate_rescue = false\nloss_rescue = false\nwindow_rescue = false\n"
         }
         MpbondVariant::NoRescue => "[tuning]\nwindow_rescue = false\n",
         MpbondVariant::NoLateRescue => "[tuning]\nlate_rescue = false\n",
+        MpbondVariant::NoLossRescue => "[tuning]\nloss_rescue = false\n",
         MpbondVariant::FixedSegments => "[tuning]\nsegment_time = \"0ms\"\n",
         MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
         MpbondVariant::DeepLowat => "[tuning]\nlowat = \"64KiB\"\n",

@@ -36,6 +36,9 @@ pub struct SchedStats {
     pub window_rescued_bytes: u64,
     /// Bytes taken back by late-head rescues (`Sender::late_rescue`).
     pub late_rescued_bytes: u64,
+    /// Bytes taken back by loss rescues (`Sender::late_rescue`).
+    #[serde(default)]
+    pub loss_rescued_bytes: u64,
     /// Bytes copied by the tail copy (`Sender::tail_copy`).
     #[serde(default)]
     pub tail_copied_bytes: u64,
@@ -55,6 +58,7 @@ impl SchedStats {
             self.reinjected_bytes += s.reinjected_bytes;
             self.window_rescued_bytes += s.window_rescued_bytes;
             self.late_rescued_bytes += s.late_rescued_bytes;
+            self.loss_rescued_bytes += s.loss_rescued_bytes;
             self.tail_copied_bytes += s.tail_copied_bytes;
         }
         self.links_failed += metric(metrics, "mpbond_links_failed_total").unwrap_or(0);
@@ -170,6 +174,7 @@ mod tests {
             reinjected_bytes: reinjected,
             window_rescued_bytes: window,
             late_rescued_bytes: late,
+            loss_rescued_bytes: late / 5,
             tail_copied_bytes: tail,
         }
     }
@@ -197,6 +202,7 @@ mod tests {
                 reinjected_bytes: 320,
                 window_rescued_bytes: 100,
                 late_rescued_bytes: 70,
+                loss_rescued_bytes: 14,
                 tail_copied_bytes: 35,
                 links_failed: 4,
                 links_stale: 5,

@@ -55,6 +55,10 @@ pub enum MpbondVariant {
     /// Without late-head rescue (`tuning.late_rescue = false`): a head of line long past its
     /// due time is left to its subflow while the stream can still send new data.
     NoLateRescue,
+    /// Without the loss rescue (`tuning.loss_rescue = false`): a head of line held behind a
+    /// hole its subflow's TCP is recovering from waits for the retransmission unless it
+    /// turns late.
+    NoLossRescue,
     /// Every segment and record at the full 16 KiB (`tuning.segment_time = "0ms"`), whatever
     /// the path's rate.
     FixedSegments,
@@ -114,7 +118,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 30] = [
+    const ALL: [MpbondVariant; 31] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -130,6 +134,7 @@ impl MpbondVariant {
         MpbondVariant::NoReinject,
         MpbondVariant::NoRescue,
         MpbondVariant::NoLateRescue,
+        MpbondVariant::NoLossRescue,
         MpbondVariant::FixedSegments,
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
@@ -164,6 +169,7 @@ impl MpbondVariant {
             MpbondVariant::NoReinject => "mpbond-no-reinject",
             MpbondVariant::NoRescue => "mpbond-no-rescue",
             MpbondVariant::NoLateRescue => "mpbond-no-late-rescue",
+            MpbondVariant::NoLossRescue => "mpbond-no-loss-rescue",
             MpbondVariant::FixedSegments => "mpbond-fixed-segments",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
@@ -394,6 +400,7 @@ mod tests {
             "mpbond-no-reinject",
             "mpbond-no-rescue",
             "mpbond-no-late-rescue",
+            "mpbond-no-loss-rescue",
             "mpbond-fixed-segments",
             "mpbond-unpaced",
             "mpbond-deep-lowat",

@@ -88,6 +88,11 @@ pub struct Reinjection {
     pub late_rescues: u64,
     /// Bytes taken back by late-head rescues.
     pub late_rescued_bytes: u64,
+    /// Loss rescues: heads of line held behind a hole their subflow's TCP was recovering
+    /// from, sent again.
+    pub loss_rescues: u64,
+    /// Bytes taken back by loss rescues.
+    pub loss_rescued_bytes: u64,
     /// Bytes copied by the tail copy (`Sender::tail_copy`).
     pub tail_copied_bytes: u64,
 }

@@ -203,6 +203,8 @@ pub struct Scenario {
     pub clamp_helper_buffer: bool,
     /// Send a head of line long past its due time again (`SenderConfig::late_rescue`).
     pub late_rescue: bool,
+    /// Send a head of line held behind a loss again (`SenderConfig::loss_rescue`).
+    pub loss_rescue: bool,
     /// Copy the tail of the last subflow to finish onto drained ones
     /// (`SenderConfig::tail_copy`).
     pub tail_copy: bool,
@@ -310,6 +312,7 @@ impl Scenario {
             cancel_recalled: true,
             clamp_helper_buffer: true,
             late_rescue: true,
+            loss_rescue: true,
             tail_copy: false,
             pipe_min_rtt: true,
             window_rescue: true,

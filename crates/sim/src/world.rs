@@ -394,6 +394,7 @@ impl<'a> World<'a> {
                 cancel_recalled: sc.cancel_recalled,
                 clamp_helper_buffer: sc.clamp_helper_buffer,
                 late_rescue: sc.late_rescue,
+                loss_rescue: sc.loss_rescue,
                 tail_copy: sc.tail_copy,
                 window_rescue: sc.window_rescue,
                 ..SenderConfig::default()
@@ -1190,6 +1191,8 @@ impl<'a> World<'a> {
             // bytes SACKed above it are a count of their own.
             p.bytes_acked = tcp.cumulative_acked();
             p.loss_rate = tcp.loss_rate();
+            p.recovering = tcp.recovering();
+            p.sacked = tcp.sacked();
             if s > 0 {
                 p.pipe = self.pipe_state[s - 1].view_at(p.bytes_acked, tcp.sacked());
             }
@@ -1379,6 +1382,8 @@ impl<'a> World<'a> {
                 window_rescued_bytes: st.window_rescued_bytes,
                 late_rescues: st.late_rescues,
                 late_rescued_bytes: st.late_rescued_bytes,
+                loss_rescues: st.loss_rescues,
+                loss_rescued_bytes: st.loss_rescued_bytes,
                 tail_copied_bytes: st.tail_copied_bytes,
             },
             verified,

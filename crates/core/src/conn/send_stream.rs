@@ -39,6 +39,9 @@ pub struct HeadOfLine {
     pub due: Time,
     /// These bytes were sent before: a copy may still be on its way elsewhere.
     pub again: bool,
+    /// Where it ends in its subflow's byte stream, by the sender's count of bytes written to
+    /// that subflow.
+    pub wire_end: u64,
 }
 
 /// Where the stream's end (`STREAM_FIN`) stands.
@@ -576,6 +579,7 @@ impl SendStream {
             sent: f.sent,
             due: f.due,
             again: f.again,
+            wire_end: f.wire_end,
         })
     }
 
@@ -593,6 +597,19 @@ impl SendStream {
         late: impl Fn(Time, Time) -> bool,
     ) -> Vec<(u64, u64)> {
         self.take_from_head(subflow, max, true, |f| !f.again && late(f.sent, f.due))
+    }
+
+    /// Takes back `subflow`'s share from the head of line on, like
+    /// [`SendStream::take_share_from_head`], for the ranges that end in its byte stream past
+    /// `wire_from` (the sender's count of bytes written to it): the ones behind a hole its TCP
+    /// is recovering from. Returns the ranges, ascending.
+    pub fn take_blocked_share(
+        &mut self,
+        subflow: SubflowId,
+        max: u64,
+        wire_from: u64,
+    ) -> Vec<(u64, u64)> {
+        self.take_from_head(subflow, max, true, |f| !f.again && f.wire_end > wire_from)
     }
 
     /// Takes the head of line back from `subflow` so it is sent again on another one: the

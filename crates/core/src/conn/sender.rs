@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use mpbond_proto::{DataAck, StreamId, SubflowId, DATA_OVERHEAD, MAX_PAYLOAD};
 
-use crate::conn::send_stream::{AckError, FinState, SendStream};
+use crate::conn::send_stream::{AckError, FinState, HeadOfLine, SendStream};
 use crate::path::{PathKind, PathView};
 use crate::scheduler::{Decision, Recall, SchedContext, Scheduler};
 use crate::Time;
@@ -53,6 +53,11 @@ pub struct SenderConfig {
     /// that would deliver it sooner, with the rest of its subflow's share behind it, even
     /// while the stream still has new data ([`Sender::late_rescue`]). An mpbond addition.
     pub late_rescue: bool,
+    /// Send a head of line held behind a hole its subflow's TCP is recovering from again on
+    /// a subflow that delivers it well before the retransmission can, with the rest of its
+    /// subflow's share behind it, as soon as the loss is known rather than once the head is
+    /// late ([`Sender::late_rescue`]). An mpbond addition.
+    pub loss_rescue: bool,
     /// Once a transfer's rest is all scheduled, let a subflow that has drained carry copies
     /// of the tail of the subflow that will finish last, last segment first, keeping about a
     /// round trip of copies in flight ([`Sender::tail_copy`]). An mpbond addition, off by
@@ -75,6 +80,7 @@ impl Default for SenderConfig {
             clamp_helper_buffer: true,
             window_rescue: true,
             late_rescue: true,
+            loss_rescue: true,
             tail_copy: false,
         }
     }
@@ -170,6 +176,11 @@ pub struct SenderStats {
     pub late_rescues: u64,
     /// Bytes taken back by late-head rescues.
     pub late_rescued_bytes: u64,
+    /// Loss rescues performed ([`Sender::late_rescue`]; counted apart from the late-head
+    /// rescues).
+    pub loss_rescues: u64,
+    /// Bytes taken back by loss rescues.
+    pub loss_rescued_bytes: u64,
     /// Segments copied by the tail copy ([`Sender::tail_copy`]).
     pub tail_copies: u64,
     /// Bytes copied by the tail copy.
@@ -195,6 +206,9 @@ struct SubflowAcct {
     /// anything new: the clamp of B_s keeps counting them (see [`Sender::late_rescue`] and
     /// [`Sender::on_ack`]).
     ghost_end: u64,
+    /// Since when the path's TCP has been recovering from a loss, as first seen
+    /// ([`PathView::recovering`]); `None` while it is not.
+    recovery_seen: Option<Time>,
 }
 
 impl SubflowAcct {
@@ -227,6 +241,12 @@ const LATE_SLACK_FRACTION: f64 = 1.0;
 /// stall ratio and sends what it sent before (docs/evaluation.md, "What we changed",
 /// item 43).
 const LATE_GAIN: f64 = 0.25;
+
+/// A head of line held behind a loss goes to another subflow only if that one delivers it
+/// within this fraction of the time left until the retransmission is expected
+/// ([`Sender::late_rescue`]). That time is a prediction from the path's round trip, not an
+/// extrapolation of a lateness, so the bar is lower than [`LATE_GAIN`].
+const LOSS_GAIN: f64 = 0.5;
 
 /// Smallest slack of a late head.
 const LATE_SLACK_MIN: Duration = Duration::from_millis(50);
@@ -554,6 +574,11 @@ impl Sender {
             if acct.acked.0 != v.bytes_acked || v.inflight == 0 {
                 acct.acked = (v.bytes_acked, now);
             }
+            acct.recovery_seen = if v.recovering && v.inflight > 0 {
+                Some(acct.recovery_seen.unwrap_or(now))
+            } else {
+                None
+            };
         }
         if !views.iter().any(|v| v.idle) {
             return None;
@@ -976,6 +1001,58 @@ impl Sender {
         self.rescue_hold = now + secs(hold, 1.0).max(Duration::from_millis(1));
     }
 
+    /// How much a late-head or loss rescue takes to `to`: what it delivers within `within`
+    /// seconds behind its own delay (PAD), one segment at least (the head), and at most
+    /// [`WINDOW_RESCUE_MIN`] or its congestion window, if larger.
+    fn rescue_max(&self, to: &PathView, within: f64) -> u64 {
+        let budget = to.throughput * (within - crate::scheduler::pams::pad_drain(to));
+        to.cwnd
+            .max(WINDOW_RESCUE_MIN)
+            .min((budget.max(0.0) as u64).max(self.cfg.max_segment as u64))
+    }
+
+    /// How long a head of line held behind a loss still has to wait, and where the blocked
+    /// part of its subflow's byte stream starts (by the sender's count of bytes written to
+    /// it): `Some` when its subflow's TCP is recovering ([`PathView::recovering`]) and the
+    /// head ends past the cumulative ACK, placed in that count from the queue last read
+    /// plus the bytes SACKed above it. The retransmission went out about when the recovery
+    /// was first seen and crosses the path's queue, so it is expected at the receiver a
+    /// smoothed RTT less the propagation delay back from then (plus the pipe's, for a
+    /// helper); a head due later than that is not held up by the loss.
+    fn loss_wait(&self, now: Time, views: &[PathView], h: &HeadOfLine) -> Option<(f64, u64)> {
+        if !self.cfg.loss_rescue {
+            return None;
+        }
+        let v = views.iter().find(|v| v.id == h.subflow)?;
+        let a = self.subflows.get(&h.subflow)?;
+        let seen = a.recovery_seen.filter(|_| v.recovering && v.inflight > 0)?;
+        let wire_from = a
+            .written_seen
+            .saturating_sub(a.kernel_queued.saturating_add(v.sacked));
+        if h.wire_end <= wire_from {
+            // Acknowledged by its TCP: the data ACK is on its way.
+            return None;
+        }
+        let pipe = v.pipe.as_ref().map_or(0.0, |p| p.propagation_rtt() / 2.0);
+        let arrive = seen + secs(v.rtt - v.propagation_owd() + pipe, 2.0);
+        if h.due >= arrive {
+            return None;
+        }
+        let wait = arrive.saturating_since(now).as_secs_f64();
+        (wait > 0.0).then_some((wait, wire_from))
+    }
+
+    /// Late-head rescue, and its loss branch. Loss rescue: once every byte is scheduled
+    /// (before, copies would take their destination's capacity from new data), a head of
+    /// line held behind a hole its subflow's TCP is recovering from ([`Sender::loss_wait`])
+    /// goes out again at once, with its subflow's blocked share behind it, on the idle
+    /// subflow with the smallest PAD, if that one has drained ([`Sender::drained_for_copy`]),
+    /// is not a helper whose radio has gone idle, and delivers within [`LOSS_GAIN`] of the
+    /// time the retransmission still needs; no more than it delivers before the
+    /// retransmission is due. The late-head rescue would wait until the head is past its
+    /// due time by as long again as its predicted delay, which behind a deep queue is about
+    /// when the retransmission arrives anyway.
+    ///
     /// Late-head rescue: a stream's head of line that is well past the time the scheduler
     /// expected it at the receiver (its `due`: commit time plus the subflow's PAD, MPBond
     /// §4.3.2; late once past it by the data ACK's way back, the receiver's ACK hold and a
@@ -1004,7 +1081,10 @@ impl Sender {
     /// path for a fast one, queue new data behind the copies, and the next head there would
     /// be late in turn: the rescue would feed on itself. Returns the bytes taken back.
     fn late_rescue(&mut self, now: Time, views: &[PathView]) -> u64 {
-        if !self.cfg.late_rescue || now < self.rescue_hold || now < self.late_scan {
+        if !(self.cfg.late_rescue || self.cfg.loss_rescue)
+            || now < self.rescue_hold
+            || now < self.late_scan
+        {
             return 0;
         }
         self.late_scan = now + LATE_SCAN;
@@ -1025,6 +1105,11 @@ impl Sender {
             let slack = predicted.mul_f64(LATE_SLACK_FRACTION).max(LATE_SLACK_MIN);
             now >= due + grace + slack
         };
+        let pad = crate::scheduler::pams::pad_drain;
+        // Copies of a blocked share take their target's capacity from the data it would
+        // carry next: only once every byte is scheduled do they ride capacity that would
+        // otherwise idle.
+        let loss_rescue = self.all_scheduled();
         let mut picked = None;
         let mut left_out = None;
         for (&sid, stream) in self.streams.iter() {
@@ -1033,36 +1118,51 @@ impl Sender {
             let Some(h) = stream.head().filter(|h| !h.again) else {
                 continue;
             };
-            if !is_late(h.sent, h.due) {
+            // Held behind a loss: the copy must arrive well before the retransmission, and
+            // only what arrives before it is worth copying (one segment at least, the head).
+            if let Some((wait, wire_from)) = self.loss_wait(now, views, &h).filter(|_| loss_rescue)
+            {
+                let seg = self.cfg.max_segment as u64;
+                let to = self
+                    .rescue_target(now, views, h.subflow, &mut left_out)
+                    .filter(|v| {
+                        pad(v) < wait * LOSS_GAIN
+                            && Self::drained_for_copy(v, seg)
+                            && (v.kind == PathKind::Direct || v.radio_awake())
+                    });
+                if let Some(to) = to {
+                    let max = self.rescue_max(to, wait);
+                    picked = Some((sid, h.subflow, max, to.rtt, Some(wire_from)));
+                    break;
+                }
+            }
+            if !self.cfg.late_rescue || !is_late(h.sent, h.due) {
                 continue;
             }
             // The head is likely to take about as long again as it is late already; another
             // path must deliver a copy in half that, or the copy is not worth its bytes.
             let late_by = now.saturating_since(h.due).as_secs_f64();
-            let pad = crate::scheduler::pams::pad_drain;
             let to = self
                 .rescue_target(now, views, h.subflow, &mut left_out)
                 .filter(|v| pad(v) < late_by * LATE_GAIN);
             if let Some(to) = to {
                 // The rest of the share must meet the head's bound too: only what the
-                // target delivers within LATE_GAIN of the lateness, behind its own delay
-                // (one segment at least, for the head).
-                let budget = to.throughput * (late_by * LATE_GAIN - pad(to));
-                let max = to
-                    .cwnd
-                    .max(WINDOW_RESCUE_MIN)
-                    .min((budget.max(0.0) as u64).max(self.cfg.max_segment as u64));
-                picked = Some((sid, h.subflow, max, to.rtt));
+                // target delivers within LATE_GAIN of the lateness.
+                let max = self.rescue_max(to, late_by * LATE_GAIN);
+                picked = Some((sid, h.subflow, max, to.rtt, None));
                 break;
             }
         }
-        let Some((sid, from, max, hold)) = picked else {
+        let Some((sid, from, max, hold, blocked_from)) = picked else {
             return 0;
         };
         let Some(stream) = self.streams.get_mut(&sid) else {
             return 0;
         };
-        let ranges = stream.take_share_from_head(from, max, is_late);
+        let ranges = match blocked_from {
+            Some(wire_from) => stream.take_blocked_share(from, max, wire_from),
+            None => stream.take_share_from_head(from, max, is_late),
+        };
         let total = self.taken_back(from, sid, &ranges);
         if total == 0 {
             return 0;
@@ -1077,6 +1177,11 @@ impl Sender {
             a.ghost_end = a.ghost_end.max(v.bytes_acked + a.kernel_queued);
         }
         self.hold_rescues(now, hold);
+        if blocked_from.is_some() {
+            self.stats.loss_rescues += 1;
+            self.stats.loss_rescued_bytes += total;
+            return total;
+        }
         self.stats.late_rescues += 1;
         self.stats.late_rescued_bytes += total;
         total

@@ -734,6 +734,8 @@ impl Session {
                 v.queued += l.writer.pending() as u64 + l.meter.tcp.to_deliver();
                 v.bytes_acked += l.meter.tcp.bytes_acked;
                 v.loss_rate = v.loss_rate.max(l.meter.tcp.loss_rate());
+                v.recovering |= l.meter.tcp.recovering;
+                v.sacked += l.meter.tcp.sacked_bytes;
                 // Only a cellular link's idleness is known here (a primary's helper subflows
                 // run over pipes; the helper's radio is out of sight).
                 if l.helper.is_none() {

@@ -315,6 +315,7 @@ impl Session {
                 max_streams: spec.max_streams,
                 window_rescue: t.window_rescue,
                 late_rescue: t.late_rescue,
+                loss_rescue: t.loss_rescue,
                 tail_copy: t.tail_copy,
                 ..SenderConfig::default()
             },
@@ -614,6 +615,7 @@ impl Session {
             reinjected_bytes: st.reinjected_bytes,
             window_rescued_bytes: st.window_rescued_bytes,
             late_rescued_bytes: st.late_rescued_bytes,
+            loss_rescued_bytes: st.loss_rescued_bytes,
             tail_copied_bytes: st.tail_copied_bytes,
         }
     }

@@ -73,10 +73,16 @@ pub struct SimArgs {
     /// its estimate (as `tuning.recall_shortfall`; 0, the default: the estimate as it is).
     #[arg(long, default_value_t = 0.0, value_name = "SIGMAS")]
     recall_shortfall: f64,
-    /// Disable PAMS reinjection and the late-head and window rescues, which also send data
-    /// again on purpose: MPBond §6.2's "without reinjection". Dead paths are still rescued.
+    /// Disable PAMS reinjection and the late-head, loss and window rescues, which also send
+    /// data again on purpose: MPBond §6.2's "without reinjection". Dead paths are still
+    /// rescued.
     #[arg(long)]
     no_reinject: bool,
+    /// Disable the loss rescue alone (as `tuning.loss_rescue = false`): a head of line held
+    /// behind a hole its subflow's TCP is recovering from waits for the retransmission
+    /// unless it turns late.
+    #[arg(long)]
+    no_loss_rescue: bool,
     /// Let a subflow that drained carry copies of the tail of the last one to finish (as
     /// `tuning.tail_copy`; off by default).
     #[arg(long)]
@@ -427,6 +433,7 @@ impl SimArgs {
                     sc.pams.shortfall_sigmas = self.recall_shortfall;
                     sc.pams.reinjection = !self.no_reinject;
                     sc.late_rescue = !self.no_reinject;
+                    sc.loss_rescue = !self.no_reinject && !self.no_loss_rescue;
                     sc.window_rescue = !self.no_reinject;
                     sc.tail_copy = self.tail_copy;
                     sc.pams.late_bind = late_bind;
