@@ -1634,42 +1634,17 @@ fn a_head_behind_a_loss_is_sent_again_on_a_drained_subflow() {
 /// for 17 kB at the end of a 2 MB download).
 #[test]
 fn no_loss_rescue_without_a_blocked_head_and_a_drained_target() {
+    let case = |set: fn(&mut LossCase)| {
+        let mut c = LossCase::default();
+        set(&mut c);
+        c
+    };
     for (what, case) in [
-        (
-            "no loss",
-            LossCase {
-                no_loss: true,
-                ..LossCase::default()
-            },
-        ),
-        (
-            "head acknowledged",
-            LossCase {
-                head_acked: true,
-                ..LossCase::default()
-            },
-        ),
-        (
-            "data unscheduled",
-            LossCase {
-                unscheduled: true,
-                ..LossCase::default()
-            },
-        ),
-        (
-            "target busy",
-            LossCase {
-                target_busy: true,
-                ..LossCase::default()
-            },
-        ),
-        (
-            "helper asleep",
-            LossCase {
-                helper_idle: Some(0.5),
-                ..LossCase::default()
-            },
-        ),
+        ("no loss", case(|c| c.no_loss = true)),
+        ("head acknowledged", case(|c| c.head_acked = true)),
+        ("data unscheduled", case(|c| c.unscheduled = true)),
+        ("target busy", case(|c| c.target_busy = true)),
+        ("helper asleep", case(|c| c.helper_idle = Some(0.5))),
     ] {
         let (tx, _, out) = loss_on_direct(case);
         if let Some(Output::Data(t)) = &out {
