@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use mpbond_lab::netns;
 use mpbond_lab::report;
-use mpbond_lab::run::{rerun_while_stolen, run_order, run_retrying, RunEnv, RunResult};
+use mpbond_lab::run::{rerun_while_stolen, run_order, run_retrying, Reruns, RunEnv, RunResult};
 use mpbond_lab::scenario::{Scenario, WorkloadKind};
 use mpbond_lab::scheme::Scheme;
 
@@ -81,7 +81,7 @@ pub struct PaperArgs {
     /// from it (results.json is left as it is), and summary.md/summary.json. For a suite
     /// finished in parts with `--only` (every part from one build), after a claim in a
     /// scenario file changed, or for a newer build's tables.
-    #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf", "rerun_stolen"])]
+    #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf", "rerun_stolen", "rerun_budget"])]
     from_results: bool,
     #[command(flatten)]
     host: HostArgs,
@@ -97,6 +97,28 @@ pub struct HostArgs {
     /// N times a stolen run's time.
     #[arg(long, value_name = "N", default_value_t = 0)]
     rerun_stolen: usize,
+    /// With --rerun-stolen, the most wall time the reruns may take over the whole
+    /// invocation (all of `lab paper`'s experiments together), e.g. 8m: a rerun starts only
+    /// while at least the stolen run's own time is left, so the suite ends within its
+    /// budget plus less than one run. No limit without it.
+    #[arg(long, value_name = "DURATION", requires = "rerun_stolen")]
+    rerun_budget: Option<String>,
+}
+
+impl HostArgs {
+    /// The reruns these options ask for.
+    fn reruns(&self) -> Result<Reruns> {
+        let budget = self
+            .rerun_budget
+            .as_deref()
+            .map(mpbond_core::units::parse_duration)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--rerun-budget: {e}"))?;
+        Ok(Reruns {
+            max: self.rerun_stolen,
+            budget,
+        })
+    }
 }
 
 /// Options of `mpbond lab run`.
@@ -207,7 +229,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             let out = a
                 .out
                 .unwrap_or_else(|| PathBuf::from("lab-results").join(&stem));
-            let results = execute(&sc, &out, a.packets, a.host.rerun_stolen)?;
+            let results = execute(&sc, &out, a.packets, &mut a.host.reruns()?)?;
             claims_report(&sc, &stem, &results, &out)?;
             if a.check {
                 let bad: Vec<String> = results
@@ -223,7 +245,7 @@ pub fn run(cmd: LabCmd) -> Result<()> {
         }
         LabCmd::Demo(a) => {
             let sc = Scenario::parse(DEMO)?;
-            execute(&sc, &a.out, false, 0)?;
+            execute(&sc, &a.out, false, &mut Reruns::default())?;
             Ok(())
         }
         LabCmd::Paper(a) => paper(a),
@@ -344,6 +366,8 @@ fn paper(a: PaperArgs) -> Result<()> {
         })
     });
     let began = std::time::Instant::now();
+    // One budget for the whole suite.
+    let mut reruns = a.host.reruns()?;
     let mut outcomes = Vec::new();
     let mut notes = Vec::new();
     for f in &files {
@@ -372,7 +396,7 @@ fn paper(a: PaperArgs) -> Result<()> {
             report::write_report(&dir, &sc.name, &sc.schemes, &results)?;
             results
         } else {
-            execute(&sc, &out.join(&stem), false, a.host.rerun_stolen)?
+            execute(&sc, &out.join(&stem), false, &mut reruns)?
         };
         let label = format!("{stem} ({})", sc.paper.as_deref().unwrap_or(&sc.name));
         for c in &sc.claims {
@@ -449,13 +473,13 @@ fn override_testbed(sc: &mut Scenario, cc: Option<&str>, phone_rcvbuf: Option<&s
     Ok(())
 }
 
-/// Runs every scheme, size, variant and repetition of `sc` into `out`; `rerun_stolen` as
-/// `lab run --rerun-stolen`.
+/// Runs every scheme, size, variant and repetition of `sc` into `out`; `reruns` as `lab run
+/// --rerun-stolen` and `--rerun-budget` (what the reruns take comes off its budget).
 fn execute(
     sc: &Scenario,
     out: &std::path::Path,
     packet_log: bool,
-    rerun_stolen: usize,
+    reruns: &mut Reruns,
 ) -> Result<Vec<RunResult>> {
     let env = RunEnv {
         exe: mpbond_lab::run::own_executable().context("cannot find the mpbond binary")?,
@@ -514,7 +538,7 @@ fn execute(
                     };
                     // A rerun gets its own scratch space, as a reconnect's attempt does.
                     let label = format!("{s} {}{vname} rep {rep}", what(size));
-                    let r = rerun_while_stolen(rerun_stolen, &label, |k| {
+                    let r = rerun_while_stolen(reruns, &label, |k| {
                         let env = RunEnv {
                             work: if k == 0 {
                                 venv.work.clone()
