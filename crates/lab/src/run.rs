@@ -722,11 +722,12 @@ pub fn rerun_while_stolen(
     mut attempt: impl FnMut(usize) -> anyhow::Result<RunResult>,
 ) -> anyhow::Result<(RunResult, Vec<RunResult>)> {
     let share = |r: &RunResult| r.steal_share().unwrap_or(0.0);
-    let timed = |attempt: &mut dyn FnMut(usize) -> anyhow::Result<RunResult>, k: usize| {
-        let t = std::time::Instant::now();
+    // Each attempt with the wall time it took (what a rerun costs the budget).
+    let mut timed = |k: usize| {
+        let t = Instant::now();
         attempt(k).map(|r| (r, t.elapsed()))
     };
-    let (first, mut took) = timed(&mut attempt, 0)?;
+    let (first, mut took) = timed(0)?;
     let mut tries = vec![first];
     while let Some(last) = tries
         .last()
@@ -752,7 +753,7 @@ pub fn rerun_while_stolen(
             tries.len(),
             reruns.max
         );
-        let (r, t) = timed(&mut attempt, tries.len())?;
+        let (r, t) = timed(tries.len())?;
         reruns.spend(t);
         took = t;
         tries.push(r);
