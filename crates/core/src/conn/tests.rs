@@ -829,6 +829,20 @@ fn share_late_on_direct(
     (tx, views, seen)
 }
 
+/// A data ACK of `s` with nothing acknowledged cumulatively and `start..end` SACKed.
+fn sack_only(tx: &mut Sender, s: StreamId, start: u64, end: u64) {
+    let mut sacks = mpbond_proto::Sacks::new();
+    sacks.push(start, end);
+    tx.on_ack(&DataAck {
+        stream: s,
+        cum_ack: 0,
+        window_end: 16 << 20,
+        sacks,
+        fin_received: false,
+    })
+    .unwrap();
+}
+
 /// [`share_late_on_direct`] with the given scheduler.
 fn share_late_with(
     scheduler: Box<dyn Scheduler>,
@@ -867,16 +881,7 @@ fn share_late_with(
         assert_eq!(t.subflow, SubflowId(2));
     }
     let first = segments as u64 * 10_000;
-    let mut sacks = mpbond_proto::Sacks::new();
-    sacks.push(first, first + 30_000);
-    tx.on_ack(&DataAck {
-        stream: s,
-        cum_ack: 0,
-        window_end: 16 << 20,
-        sacks,
-        fin_received: false,
-    })
-    .unwrap();
+    sack_only(&mut tx, s, first, first + 30_000);
     // What the kernels hold now: subflow 1 its share, subflow 2 nothing.
     views[0].queued = first;
     views[0].inflight = first;
@@ -1554,16 +1559,7 @@ fn loss_on_direct(case: LossCase) -> (Sender, Vec<PathView>, Option<Output>) {
     // Subflow 2's three arrived (unless `target_busy`); subflow 1's did not (or only its
     // first, `head_acked`).
     if !case.target_busy {
-        let mut sacks = mpbond_proto::Sacks::new();
-        sacks.push(30_000, 60_000);
-        tx.on_ack(&DataAck {
-            stream: s,
-            cum_ack: 0,
-            window_end: 16 << 20,
-            sacks,
-            fin_received: false,
-        })
-        .unwrap();
+        sack_only(&mut tx, s, 30_000, 60_000);
     }
     let acked = if case.head_acked { frame } else { 0 };
     views[0].idle = !case.unscheduled;
