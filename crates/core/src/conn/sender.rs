@@ -922,8 +922,7 @@ impl Sender {
                 v.idle
                     && !self.retired.contains(&v.id)
                     && !left_out.contains(&v.id)
-                    && Self::drained_for_copy(v, seg)
-                    && (v.kind == PathKind::Direct || v.radio_awake())
+                    && Self::takes_copies(v, seg)
             })
             .min_by(|a, b| pad(a).total_cmp(&pad(b)))
         else {
@@ -971,6 +970,13 @@ impl Sender {
             }
         }
         0
+    }
+
+    /// Whether a subflow may carry copies of another's data (the tail copy, the loss
+    /// rescue): it has drained ([`Sender::drained_for_copy`]) and, for a helper, its
+    /// cellular radio is awake, since a copy must not wake it.
+    fn takes_copies(v: &PathView, segment: u64) -> bool {
+        Self::drained_for_copy(v, segment) && (v.kind == PathKind::Direct || v.radio_awake())
     }
 
     /// How much a subflow may hold in its queue and still take a tail copy: about what it
@@ -1025,7 +1031,8 @@ impl Sender {
         }
         let v = views.iter().find(|v| v.id == h.subflow)?;
         let a = self.subflows.get(&h.subflow)?;
-        let seen = a.recovery_seen.filter(|_| v.recovering && v.inflight > 0)?;
+        // Set from these very views at the top of `poll_data`.
+        let seen = a.recovery_seen?;
         let wire_from = a
             .written_seen
             .saturating_sub(a.kernel_queued.saturating_add(v.sacked));
@@ -1125,11 +1132,7 @@ impl Sender {
                 let seg = self.cfg.max_segment as u64;
                 let to = self
                     .rescue_target(now, views, h.subflow, &mut left_out)
-                    .filter(|v| {
-                        pad(v) < wait * LOSS_GAIN
-                            && Self::drained_for_copy(v, seg)
-                            && (v.kind == PathKind::Direct || v.radio_awake())
-                    });
+                    .filter(|v| pad(v) < wait * LOSS_GAIN && Self::takes_copies(v, seg));
                 if let Some(to) = to {
                     let max = self.rescue_max(to, wait);
                     picked = Some((sid, h.subflow, max, to.rtt, Some(wire_from)));
