@@ -14,6 +14,7 @@ pub mod energy;
 pub mod http;
 pub mod netns;
 pub mod report;
+pub mod rerun;
 pub mod run;
 pub mod scenario;
 pub mod sched;

@@ -200,7 +200,7 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu: Option<HostCpu>,
     /// The hypervisor's steal (share of a core) in each earlier attempt at this run that was
-    /// set aside for it, in order (`--rerun-stolen`, [`rerun_while_stolen`]); the attempts
+    /// set aside for it, in order (`--rerun-stolen`, [`crate::rerun::rerun_stolen`]); the attempts
     /// themselves are in `stolen.json` beside `results.json`. Empty when the first attempt
     /// was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -676,96 +676,6 @@ pub fn run_retrying(
         };
         run_one(sc, scheme, size, rep, &env)
     })
-}
-
-/// How far stolen runs are run again (`--rerun-stolen`, `--rerun-budget`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Reruns {
-    /// Most reruns of one run.
-    pub max: usize,
-    /// Wall time the reruns may still take over the whole invocation (a suite's, for `lab
-    /// paper`); `None` for no limit. A rerun starts only while at least the time of the
-    /// attempt before it is left, so the invocation overruns its budget by less than one run.
-    pub budget: Option<Duration>,
-}
-
-impl Reruns {
-    /// Whether one more rerun may start after an attempt that took `last`.
-    fn allow(&self, last: Duration) -> bool {
-        self.budget.is_none_or(|b| !b.is_zero() && b >= last)
-    }
-
-    /// Counts a rerun's time against the budget.
-    fn spend(&mut self, took: Duration) {
-        if let Some(b) = self.budget.as_mut() {
-            *b = b.saturating_sub(took);
-        }
-    }
-}
-
-/// Runs `attempt` (given the attempt's number, from 0) again while the hypervisor stole
-/// more than [`crate::cpu::STEAL_LIMIT`] of a core from its run ([`RunResult::stolen`]), at
-/// most `reruns.max` more times and while `reruns.budget` lasts (each rerun's wall time is
-/// taken from it), and returns the run kept with the attempts set aside; `label` names the
-/// run in the line each rerun prints.
-///
-/// Steal slows mpbond's user-space relays where the kernel's MPTCP does not
-/// (docs/evaluation.md, "A busy host"): a lab on a shared host measures the host in such a
-/// run, which a deployment, each device with its own CPU, would not meet. The choice looks
-/// at the steal alone, never at what the run measured: the first attempt at or under the
-/// limit is kept, or, if none was, the least stolen, so a host busy for longer than the
-/// reruns costs only time. The kept run records the steal of the attempts set aside
-/// ([`RunResult::set_aside_steal`]).
-pub fn rerun_while_stolen(
-    reruns: &mut Reruns,
-    label: &str,
-    mut attempt: impl FnMut(usize) -> anyhow::Result<RunResult>,
-) -> anyhow::Result<(RunResult, Vec<RunResult>)> {
-    let share = |r: &RunResult| r.steal_share().unwrap_or(0.0);
-    // Each attempt with the wall time it took (what a rerun costs the budget).
-    let mut timed = |k: usize| {
-        let t = Instant::now();
-        attempt(k).map(|r| (r, t.elapsed()))
-    };
-    let (first, mut took) = timed(0)?;
-    let mut tries = vec![first];
-    while let Some(last) = tries
-        .last()
-        .filter(|r| r.stolen() && tries.len() <= reruns.max)
-    {
-        // On a terminal, over the run's progress line, as its result line is.
-        let clear = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            "\r\x1b[2K"
-        } else {
-            ""
-        };
-        let stolen = 100.0 * share(last);
-        if !reruns.allow(took) {
-            eprintln!(
-                "{clear}lab: {label}: the hypervisor stole {stolen:.1}% of a core from this run; not run again: the rerun budget has {:.0} s left, less than the run took ({:.0} s)",
-                reruns.budget.unwrap_or_default().as_secs_f64(),
-                took.as_secs_f64()
-            );
-            break;
-        }
-        eprintln!(
-            "{clear}lab: {label}: the hypervisor stole {stolen:.1}% of a core from this run; running it again ({} of {})",
-            tries.len(),
-            reruns.max
-        );
-        let (r, t) = timed(tries.len())?;
-        reruns.spend(t);
-        took = t;
-        tries.push(r);
-    }
-    let keep = tries
-        .iter()
-        .position(|r| !r.stolen())
-        .or_else(|| (0..tries.len()).min_by(|&a, &b| share(&tries[a]).total_cmp(&share(&tries[b]))))
-        .unwrap_or(0);
-    let mut kept = tries.remove(keep);
-    kept.set_aside_steal = tries.iter().map(share).collect();
-    Ok((kept, tries))
 }
 
 /// Calls `attempt` with a scratch directory until it returns anything but [`NotConnected`],
@@ -1728,85 +1638,6 @@ mod tests {
         });
         assert!(r.is_err());
         assert_eq!(n, 1, "any other failure stops at once");
-    }
-
-    /// `--rerun-stolen` looks at the steal alone: it runs again while an attempt was stolen
-    /// and keeps the first quiet one, or, when every allowed attempt was stolen, the least
-    /// stolen; every attempt set aside comes back, and the kept run records their steal.
-    #[test]
-    fn a_stolen_run_runs_again_and_the_first_quiet_attempt_is_kept() {
-        // Attempt k's steal over a 10 s window, and its time, which the choice must ignore.
-        let attempt = |steals: &'static [f64]| {
-            move |k: usize| -> anyhow::Result<RunResult> {
-                let mut r = crate::claim::tests::run("mpbond", 1_000_000, 1.0 + k as f64, 1.0);
-                r.host_cpu = Some(crate::cpu::HostCpu {
-                    steal_s: steals[k] * 10.0,
-                    window_s: 10.0,
-                    ..Default::default()
-                });
-                Ok(r)
-            }
-        };
-        let secs = |rs: &[RunResult]| rs.iter().map(|r| r.seconds).collect::<Vec<_>>();
-        let up_to = |max| Reruns { max, budget: None };
-
-        // Stolen twice, then quiet: the third kept, though it took longest.
-        let (kept, aside) =
-            rerun_while_stolen(&mut up_to(3), "t", attempt(&[0.2, 0.05, 0.01, 0.0])).unwrap();
-        assert_eq!(kept.seconds, 3.0);
-        assert_eq!(secs(&aside), [1.0, 2.0]);
-        assert_eq!(kept.set_aside_steal.len(), 2);
-        assert!((kept.set_aside_steal[0] - 0.2).abs() < 1e-9);
-
-        // Stolen every time the reruns allow: the least stolen of the three is kept.
-        let (kept, aside) =
-            rerun_while_stolen(&mut up_to(2), "t", attempt(&[0.2, 0.05, 0.1, 0.0])).unwrap();
-        assert_eq!(kept.seconds, 2.0);
-        assert_eq!(secs(&aside), [1.0, 3.0]);
-
-        // Quiet at once, or no reruns allowed: one attempt, nothing set aside.
-        for (reruns, steals) in [(3, &[0.01, 0.5][..]), (0, &[0.5, 0.0][..])] {
-            let mut n = 0;
-            let (kept, aside) = rerun_while_stolen(&mut up_to(reruns), "t", |k| {
-                n += 1;
-                attempt(steals)(k)
-            })
-            .unwrap();
-            assert_eq!((n, kept.seconds, aside.len()), (1, 1.0, 0));
-            assert!(kept.set_aside_steal.is_empty());
-        }
-
-        // A failed attempt fails the run.
-        let r = rerun_while_stolen(&mut up_to(3), "t", |k| {
-            if k == 0 {
-                attempt(&[0.5])(0)
-            } else {
-                anyhow::bail!("the origin did not answer")
-            }
-        });
-        assert!(r.is_err());
-
-        // A spent budget runs nothing again; a budget left runs again as without one, and
-        // the reruns' time comes off it (at least the time of the 2 ms attempts).
-        let mut spent = Reruns {
-            max: 3,
-            budget: Some(Duration::ZERO),
-        };
-        let (kept, aside) = rerun_while_stolen(&mut spent, "t", attempt(&[0.2, 0.0])).unwrap();
-        assert_eq!((kept.seconds, aside.len()), (1.0, 0));
-        let hour = Duration::from_secs(3600);
-        let mut left = Reruns {
-            max: 3,
-            budget: Some(hour),
-        };
-        let (kept, aside) = rerun_while_stolen(&mut left, "t", |k| {
-            std::thread::sleep(Duration::from_millis(2));
-            attempt(&[0.2, 0.05, 0.01, 0.0])(k)
-        })
-        .unwrap();
-        assert_eq!((kept.seconds, aside.len()), (3.0, 2));
-        let used = hour - left.budget.unwrap();
-        assert!(used >= Duration::from_millis(4) && used < hour, "{used:?}");
     }
 
     /// Arrival samples count the data packets delivered toward the primary on its PS-Path

@@ -6,7 +6,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use mpbond_lab::netns;
 use mpbond_lab::report;
-use mpbond_lab::run::{rerun_while_stolen, run_order, run_retrying, Reruns, RunEnv, RunResult};
+use mpbond_lab::rerun::{rerun_stolen, Done, Reruns};
+use mpbond_lab::run::{run_order, run_retrying, RunEnv, RunResult};
 use mpbond_lab::scenario::{Scenario, WorkloadKind};
 use mpbond_lab::scheme::Scheme;
 
@@ -92,15 +93,17 @@ pub struct PaperArgs {
 pub struct HostArgs {
     /// Run a run again, at most N more times, while the hypervisor stole more than 3% of a
     /// core from it (`cpu::STEAL_LIMIT`): steal slows mpbond's user-space relays, not the
-    /// kernel's MPTCP, and a deployment's devices have their own CPUs. The first quiet
-    /// attempt is kept (or the least stolen); the others go to `stolen.json`. Costs up to
-    /// N times a stolen run's time.
+    /// kernel's MPTCP, and a deployment's devices have their own CPUs. The reruns wait until
+    /// the scenario's other runs are done (out of the burst of steal that hit the run) and
+    /// go to the most stolen first. The quiet attempt is kept (or the least stolen); the
+    /// others go to `stolen.json`. Costs up to N times a stolen run's time.
     #[arg(long, value_name = "N", default_value_t = 0)]
     rerun_stolen: usize,
     /// With --rerun-stolen, the most wall time the reruns may take over the whole
     /// invocation (all of `lab paper`'s experiments together), e.g. 8m: a rerun starts only
     /// while at least the stolen run's own time is left, so the suite ends within its
-    /// budget plus less than one run. No limit without it.
+    /// budget plus less than one run. No limit without it. The summary says how much of it
+    /// the reruns took and how many it refused.
     #[arg(long, value_name = "DURATION", requires = "rerun_stolen")]
     rerun_budget: Option<String>,
 }
@@ -114,10 +117,7 @@ impl HostArgs {
             .map(mpbond_core::units::parse_duration)
             .transpose()
             .map_err(|e| anyhow::anyhow!("--rerun-budget: {e}"))?;
-        Ok(Reruns {
-            max: self.rerun_stolen,
-            budget,
-        })
+        Ok(Reruns::new(self.rerun_stolen, budget))
     }
 }
 
@@ -229,7 +229,11 @@ pub fn run(cmd: LabCmd) -> Result<()> {
             let out = a
                 .out
                 .unwrap_or_else(|| PathBuf::from("lab-results").join(&stem));
-            let results = execute(&sc, &out, a.packets, &mut a.host.reruns()?)?;
+            let mut reruns = a.host.reruns()?;
+            let results = execute(&sc, &out, a.packets, &mut reruns)?;
+            if let Some(line) = reruns.summary() {
+                println!("{line}");
+            }
             claims_report(&sc, &stem, &results, &out)?;
             if a.check {
                 let bad: Vec<String> = results
@@ -389,6 +393,7 @@ fn paper(a: PaperArgs) -> Result<()> {
         }
         override_testbed(&mut sc, a.cc.as_deref(), a.phone_rcvbuf.as_deref())?;
         let t = std::time::Instant::now();
+        let before = reruns.tally;
         let results = if a.from_results {
             // The report again too, with this build's tables, beside results.json as it is.
             let dir = out.join(&stem);
@@ -417,11 +422,17 @@ fn paper(a: PaperArgs) -> Result<()> {
                 results.len()
             )
         } else {
+            let again = reruns.tally.since(&before).clause();
             format!(
-                "- {stem}: {} runs ({} reps) in {:.0} s{steal}; report {stem}/report.md",
+                "- {stem}: {} runs ({} reps) in {:.0} s{steal}{}; report {stem}/report.md",
                 results.len(),
                 sc.reps,
-                t.elapsed().as_secs_f64()
+                t.elapsed().as_secs_f64(),
+                if again.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {again}")
+                }
             )
         });
     }
@@ -442,7 +453,10 @@ fn paper(a: PaperArgs) -> Result<()> {
             "Judged from earlier runs' results, and each report written again from them (each names its TCP congestion control)."
                 .to_string()
         } else {
-            format!("Total {:.0} s.", began.elapsed().as_secs_f64())
+            let again = reruns
+                .summary()
+                .map_or(String::new(), |line| format!(" {line}"));
+            format!("Total {:.0} s.{again}", began.elapsed().as_secs_f64())
         }
     );
     std::fs::create_dir_all(&out)?;
@@ -499,9 +513,10 @@ fn execute(
         .map(|&size| sc.schemes.iter().filter(|s| sc.runs_at(s, size)).count())
         .sum::<usize>();
     let total = variants.len() * per_rep * sc.reps;
-    let mut results = Vec::new();
-    // Attempts set aside for the hypervisor's steal (`--rerun-stolen`).
-    let mut stolen = Vec::new();
+    // Each run as it came, with what a rerun of it needs: its scheme, variant, size and
+    // repetition.
+    let mut batch = Vec::new();
+    let mut plan = Vec::new();
     let mut n = 0;
     let began = std::time::Instant::now();
     eprintln!(
@@ -509,11 +524,41 @@ fn execute(
         sc.name,
         out.display()
     );
+    let headline = |r: &RunResult| match (&r.video, sc.workload.kind) {
+        (Some(v), _) => format!(
+            "{:.2} Mbit/s video, stalls {:.0}%",
+            v.mean_bitrate_mbps,
+            v.stall_ratio * 100.0
+        ),
+        (None, WorkloadKind::Bulk) => format!("{:.2} Mbit/s", r.mean_mbps),
+        _ => format!("{:.2} s", r.seconds),
+    };
+    // Variants and reruns get their own scratch space (keys are never overwritten), as a
+    // reconnect's attempt does.
+    let run = |s: &str, vi: usize, size: u64, rep: usize, k: usize| -> Result<RunResult> {
+        let scheme = Scheme::parse(s)?;
+        let work = env.work.join(format!("v{vi}"));
+        let env = RunEnv {
+            exe: env.exe.clone(),
+            work: if k == 0 {
+                work
+            } else {
+                work.join(format!("rerun{k}"))
+            },
+            packet_log,
+        };
+        let vname = variants[vi]
+            .0
+            .as_ref()
+            .map_or(String::new(), |v| format!(" [{v}]"));
+        run_retrying(&variants[vi].1, scheme, size, rep, &env)
+            .with_context(|| format!("{scheme}, {}{vname}, rep {rep}", what(size)))
+    };
     // Repetitions outermost, so slow drift of a shared machine hits every scheme alike, and
     // the schemes' order turned round from one repetition to the next (`run_order`), so
     // does the place in the sequence.
     for rep in 0..sc.reps {
-        for (vi, (variant, vsc)) in variants.iter().enumerate() {
+        for (vi, (variant, _)) in variants.iter().enumerate() {
             let vname = variant
                 .as_ref()
                 .map_or(String::new(), |v| format!(" [{v}]"));
@@ -522,7 +567,6 @@ fn execute(
                     sc.schemes.iter().filter(|s| sc.runs_at(s, size)).collect();
                 for s in run_order(&here, rep) {
                     n += 1;
-                    let scheme = Scheme::parse(s)?;
                     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
                     if tty {
                         eprint!(
@@ -530,61 +574,66 @@ fn execute(
                             what(size)
                         );
                     }
-                    // Variants get their own scratch space (keys are never overwritten).
-                    let venv = RunEnv {
-                        exe: env.exe.clone(),
-                        work: env.work.join(format!("v{vi}")),
-                        packet_log,
-                    };
-                    // A rerun gets its own scratch space, as a reconnect's attempt does.
-                    let label = format!("{s} {}{vname} rep {rep}", what(size));
-                    let r = rerun_while_stolen(reruns, &label, |k| {
-                        let env = RunEnv {
-                            work: if k == 0 {
-                                venv.work.clone()
-                            } else {
-                                venv.work.join(format!("rerun{k}"))
-                            },
-                            ..venv.clone()
-                        };
-                        run_retrying(vsc, scheme, size, rep, &env)
-                    })
-                    .with_context(|| format!("{scheme}, {}{vname}, rep {rep}", what(size)));
-                    let (mut r, aside) = match r {
+                    let t = std::time::Instant::now();
+                    let r = match run(s, vi, size, rep, 0) {
                         Ok(r) => r,
                         Err(e) => {
                             eprintln!(" failed");
                             return Err(e);
                         }
                     };
-                    r.variant = variant.clone();
-                    stolen.extend(aside.into_iter().map(|mut a| {
-                        a.variant = variant.clone();
-                        a
-                    }));
                     let left = began.elapsed().as_secs_f64() / n as f64 * (total - n) as f64;
-                    let headline = match (&r.video, sc.workload.kind) {
-                        (Some(v), _) => format!(
-                            "{:.2} Mbit/s video, stalls {:.0}%",
-                            v.mean_bitrate_mbps,
-                            v.stall_ratio * 100.0
-                        ),
-                        (None, WorkloadKind::Bulk) => format!("{:.2} Mbit/s", r.mean_mbps),
-                        _ => format!("{:.2} s", r.seconds),
-                    };
                     eprintln!(
-                        "{}lab: [{n}/{total}] {s:<14} {:>16}{vname} rep {rep}: {headline} ({:.2}x bound), {:.2} J{}   (about {:.0} s left)",
+                        "{}lab: [{n}/{total}] {s:<14} {:>16}{vname} rep {rep}: {} ({:.2}x bound), {:.2} J{}{}   (about {:.0} s left)",
                         if tty { "\r\x1b[2K" } else { "" },
                         what(size),
+                        headline(&r),
                         r.ratio_to_bound,
                         r.transfer_energy_j,
                         if r.intact { "" } else { "  NOT INTACT" },
+                        if r.stolen() {
+                            format!(
+                                ", {:.1}% of a core stolen",
+                                100.0 * r.steal_share().unwrap_or(0.0)
+                            )
+                        } else {
+                            String::new()
+                        },
                         left
                     );
-                    results.push(r);
+                    batch.push(Done {
+                        result: r,
+                        took: t.elapsed(),
+                    });
+                    plan.push((s.clone(), vi, size, rep));
                 }
             }
         }
+    }
+    // The stolen runs again, now that the batch is done (`--rerun-stolen`).
+    let label = |i: usize| {
+        let (s, vi, size, rep) = &plan[i];
+        let vname = variants[*vi]
+            .0
+            .as_ref()
+            .map_or(String::new(), |v| format!(" [{v}]"));
+        format!("{s} {}{vname} rep {rep}", what(*size))
+    };
+    let kept = rerun_stolen(reruns, batch, label, headline, |i, k| {
+        let (s, vi, size, rep) = &plan[i];
+        run(s, *vi, *size, *rep, k)
+    })?;
+    let mut results = Vec::new();
+    // Attempts set aside for the hypervisor's steal.
+    let mut stolen = Vec::new();
+    for ((mut r, aside), (_, vi, _, _)) in kept.into_iter().zip(&plan) {
+        let variant = &variants[*vi].0;
+        r.variant = variant.clone();
+        results.push(r);
+        stolen.extend(aside.into_iter().map(|mut a| {
+            a.variant = variant.clone();
+            a
+        }));
     }
     report::write(out, &sc.name, &sc.schemes, &results, &stolen)?;
     // The scratch space goes unless it holds the packet logs that were asked for.
