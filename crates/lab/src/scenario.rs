@@ -344,6 +344,7 @@ impl Scenario {
             fix(&mut h.pipe);
         }
         s.check()
+            .and_then(|()| s.check_claims())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         Ok(s)
     }
@@ -352,6 +353,7 @@ impl Scenario {
     pub fn parse(text: &str) -> anyhow::Result<Scenario> {
         let s: Scenario = toml::from_str(text)?;
         s.check()?;
+        s.check_claims()?;
         Ok(s)
     }
 
@@ -453,36 +455,7 @@ impl Scenario {
     /// scenario without variants). `[sweep]` gives every combination, `[[variant]]` adds its
     /// own; a variant's rates replace the links' `down` (and `up` unless the link sets it).
     pub fn expand(&self) -> anyhow::Result<Vec<(Option<String>, Scenario)>> {
-        let mut defs = Vec::new();
-        let mut grid: Vec<Vec<(String, String)>> = vec![Vec::new()];
-        for (link, values) in &self.sweep {
-            if values.is_empty() {
-                anyhow::bail!("sweep.{link} is empty");
-            }
-            grid = grid
-                .into_iter()
-                .flat_map(|g| {
-                    values.iter().map(move |v| {
-                        let mut g = g.clone();
-                        g.push((link.clone(), v.clone()));
-                        g
-                    })
-                })
-                .collect();
-        }
-        if !self.sweep.is_empty() {
-            for g in grid {
-                defs.push(VariantDef {
-                    name: g
-                        .iter()
-                        .map(|(l, v)| format!("{l} {v}"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    set: g.into_iter().collect(),
-                });
-            }
-        }
-        defs.extend(self.variants.iter().cloned());
+        let defs = self.variant_defs()?;
         if defs.is_empty() {
             return Ok(vec![(None, self.clone())]);
         }
@@ -528,6 +501,86 @@ impl Scenario {
             out.push((Some(d.name), sc));
         }
         Ok(out)
+    }
+
+    /// Each claim names what the file runs: its scheme and baseline among the schemes (a
+    /// `best:` or `best-time:` baseline at least one of them, each of a list), its size
+    /// among the sizes and its variant among the variants. A claim that named something
+    /// else would find no case and read "not run" after the whole suite; checked on the
+    /// file as written, since `--schemes`, `--sizes`, `--variant` and `--quick` may leave a
+    /// claim without its case on purpose.
+    fn check_claims(&self) -> anyhow::Result<()> {
+        let variants: Vec<String> = self.variant_defs()?.into_iter().map(|d| d.name).collect();
+        let runs = |name: &str| self.schemes.iter().any(|s| s == name);
+        for c in &self.claims {
+            let bad = |what: String| anyhow::anyhow!("claim {:?}: {what}", c.what);
+            if !runs(&c.scheme) {
+                return Err(bad(format!("scheme {:?} is not one of schemes", c.scheme)));
+            }
+            if let Some(vs) = &c.vs {
+                let ok = match vs
+                    .strip_prefix("best-time:")
+                    .or_else(|| vs.strip_prefix("best:"))
+                {
+                    Some(list) if list.contains(',') => list.split(',').all(|n| runs(n.trim())),
+                    Some(prefix) => self.schemes.iter().any(|s| s.starts_with(prefix)),
+                    None => runs(vs),
+                };
+                if !ok {
+                    return Err(bad(format!("baseline {vs:?} is not among schemes")));
+                }
+            }
+            if let Some(size) = &c.size {
+                let b = parse_size(size).map_err(|e| bad(e.to_string()))?;
+                if !self.sizes().contains(&b) {
+                    return Err(bad(format!("size {size} is not one of workload.sizes")));
+                }
+            }
+            if let Some(v) = &c.variant {
+                if !variants.contains(v) {
+                    return Err(bad(format!(
+                        "variant {v:?} is not one of the file's ({})",
+                        variants.join("; ")
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The variants `[sweep]` and `[[variant]]` define, sweep cells first.
+    fn variant_defs(&self) -> anyhow::Result<Vec<VariantDef>> {
+        let mut defs = Vec::new();
+        let mut grid: Vec<Vec<(String, String)>> = vec![Vec::new()];
+        for (link, values) in &self.sweep {
+            if values.is_empty() {
+                anyhow::bail!("sweep.{link} is empty");
+            }
+            grid = grid
+                .into_iter()
+                .flat_map(|g| {
+                    values.iter().map(move |v| {
+                        let mut g = g.clone();
+                        g.push((link.clone(), v.clone()));
+                        g
+                    })
+                })
+                .collect();
+        }
+        if !self.sweep.is_empty() {
+            for g in grid {
+                defs.push(VariantDef {
+                    name: g
+                        .iter()
+                        .map(|(l, v)| format!("{l} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    set: g.into_iter().collect(),
+                });
+            }
+        }
+        defs.extend(self.variants.iter().cloned());
+        Ok(defs)
     }
 
     /// The workload at `sizes` instead of its own; a scheme limited to sizes the cut leaves
@@ -999,6 +1052,105 @@ sizes = ["1MB", "2MB"]
         );
         assert!(e(&["lots"]).starts_with("--sizes: "));
         assert!(e(&[]).contains("lists no size"));
+    }
+
+    /// A claim must name what the file runs: its scheme, its baseline (a `best:` prefix one
+    /// scheme starts with, every scheme of a `best-time:` list), a size of the workload and
+    /// a variant of the sweep; anything else is refused at load, naming the claim.
+    #[test]
+    fn a_claim_names_what_the_file_runs() {
+        let with = |claim: &str| {
+            Scenario::parse(&format!(
+                "{BASE}[sweep]\nps = [\"1Mbps\", \"5Mbps\"]\n[[claim]]\nwhat = \"c\"\nmetric = \"time\"\npaper = 1.0\n{claim}\n"
+            ))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        for ok in [
+            "scheme = \"mpbond\"\nvs = \"kibbutz\"\nsize = \"2MB\"\nvariant = \"ps 5Mbps\"",
+            "scheme = \"mpbond\"\nvs = \"best:kib\"",
+            "scheme = \"mpbond\"\nvs = \"best-time:kibbutz, mpbond\"",
+        ] {
+            assert_eq!(with(ok), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            (
+                "scheme = \"combine\"",
+                "scheme \"combine\" is not one of schemes",
+            ),
+            (
+                "scheme = \"mpbond\"\nvs = \"single\"",
+                "baseline \"single\"",
+            ),
+            (
+                "scheme = \"mpbond\"\nvs = \"best:combine\"",
+                "baseline \"best:combine\"",
+            ),
+            (
+                "scheme = \"mpbond\"\nvs = \"best-time:kibbutz,single\"",
+                "is not among schemes",
+            ),
+            (
+                "scheme = \"mpbond\"\nsize = \"3MB\"",
+                "size 3MB is not one of workload.sizes",
+            ),
+            (
+                "scheme = \"mpbond\"\nvariant = \"ps 2Mbps\"",
+                "variant \"ps 2Mbps\" is not one of the file's (ps 1Mbps; ps 5Mbps)",
+            ),
+        ] {
+            let e = with(bad).unwrap_err();
+            assert!(
+                e.starts_with("claim \"c\": ") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    /// Every scenario the repository ships loads (its claims checked against its schemes and
+    /// sizes), expands into its variants and has a quick form, so a broken experiment file
+    /// fails here rather than an hour into `lab paper`. Files whose LTE traces are not on
+    /// this machine are left out, as `lab paper` skips them; at least the paper's other
+    /// experiments and the smoke set must be there.
+    #[test]
+    fn every_shipped_scenario_loads_expands_and_has_a_quick_form() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let mut files = Vec::new();
+        for dir in [root.clone(), root.join("paper"), root.join("paper-smoke")] {
+            for f in std::fs::read_dir(&dir).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().is_some_and(|e| e == "toml") {
+                    files.push(f);
+                }
+            }
+        }
+        let (mut loaded, mut paper) = (0, 0);
+        for f in &files {
+            let sc = match Scenario::load(f) {
+                Ok(sc) => sc,
+                Err(e) if format!("{e:#}").contains("cannot read trace") => continue,
+                Err(e) => panic!("{e:#}"),
+            };
+            for (name, v) in sc
+                .expand()
+                .unwrap_or_else(|e| panic!("{}: {e:#}", f.display()))
+            {
+                assert!(
+                    !v.sizes().is_empty() || v.workload.kind != WorkloadKind::Download,
+                    "{name:?}"
+                );
+            }
+            let q = sc
+                .quick()
+                .unwrap_or_else(|e| panic!("{}: quick: {e:#}", f.display()));
+            q.expand()
+                .unwrap_or_else(|e| panic!("{}: quick: {e:#}", f.display()));
+            loaded += 1;
+            paper += usize::from(f.parent().is_some_and(|d| d.ends_with("paper")));
+        }
+        // 18 experiment files, three of them on the traces; the smoke set's three.
+        assert!(paper >= 16, "{paper} of the paper's experiments loaded");
+        assert!(loaded >= paper + 3, "{loaded} scenarios loaded");
     }
 
     #[test]
