@@ -533,6 +533,13 @@ fn execute(
         (None, WorkloadKind::Bulk) => format!("{:.2} Mbit/s", r.mean_mbps),
         _ => format!("{:.2} s", r.seconds),
     };
+    // A variant's name as the progress lines show it.
+    let vname = |vi: usize| {
+        variants[vi]
+            .0
+            .as_ref()
+            .map_or(String::new(), |v| format!(" [{v}]"))
+    };
     // Variants and reruns get their own scratch space (keys are never overwritten), as a
     // reconnect's attempt does.
     let run = |s: &str, vi: usize, size: u64, rep: usize, k: usize| -> Result<RunResult> {
@@ -547,21 +554,15 @@ fn execute(
             },
             packet_log,
         };
-        let vname = variants[vi]
-            .0
-            .as_ref()
-            .map_or(String::new(), |v| format!(" [{v}]"));
         run_retrying(&variants[vi].1, scheme, size, rep, &env)
-            .with_context(|| format!("{scheme}, {}{vname}, rep {rep}", what(size)))
+            .with_context(|| format!("{scheme}, {}{}, rep {rep}", what(size), vname(vi)))
     };
     // Repetitions outermost, so slow drift of a shared machine hits every scheme alike, and
     // the schemes' order turned round from one repetition to the next (`run_order`), so
     // does the place in the sequence.
     for rep in 0..sc.reps {
-        for (vi, (variant, _)) in variants.iter().enumerate() {
-            let vname = variant
-                .as_ref()
-                .map_or(String::new(), |v| format!(" [{v}]"));
+        for vi in 0..variants.len() {
+            let vname = vname(vi);
             for &size in &sizes {
                 let here: Vec<&String> =
                     sc.schemes.iter().filter(|s| sc.runs_at(s, size)).collect();
@@ -613,11 +614,7 @@ fn execute(
     // The stolen runs again, now that the batch is done (`--rerun-stolen`).
     let label = |i: usize| {
         let (s, vi, size, rep) = &plan[i];
-        let vname = variants[*vi]
-            .0
-            .as_ref()
-            .map_or(String::new(), |v| format!(" [{v}]"));
-        format!("{s} {}{vname} rep {rep}", what(*size))
+        format!("{s} {}{} rep {rep}", what(*size), vname(*vi))
     };
     let kept = rerun_stolen(reruns, batch, label, headline, |i, k| {
         let (s, vi, size, rep) = &plan[i];
