@@ -227,6 +227,11 @@ pub struct Tuning {
     /// against the path as it is now, not against the smallest RTT the link's small frames
     /// saw while it idled (`LinkWriter::set_cc_restart`). `"0ms"`: never (`mpbond-no-cc-restart` in the lab).
     pub cc_restart: Dur,
+    /// On links to a helper (the proxy's HS-Paths, the primary's pipes), a burst of stream
+    /// data after a pause of 100 ms starts in records of 2 KiB, doubling to the usual size,
+    /// so the helper, which relays a record only once all of it has arrived, starts its
+    /// pipe sooner (`LinkWriter::set_ramp`). `false`: every record at its usual size.
+    pub ramp_records: bool,
     /// Congestion control of every link (TCP_CONGESTION, e.g. `"bbr"`); empty keeps the
     /// system's default. The paper's proxy ran CUBIC on each subflow (MPBond §6.1).
     pub congestion: String,
@@ -313,6 +318,7 @@ impl Default for Tuning {
             hs_queue_guard: crate::queue_guard::DEFAULT_HS_FACTOR,
             ps_queue_guard: crate::queue_guard::DEFAULT_PS_FACTOR,
             cc_restart: Dur(Duration::from_secs(1)),
+            ramp_records: true,
             congestion: String::new(),
             hs_congestion: String::new(),
             threads: 0,

@@ -108,6 +108,9 @@ impl Session {
         let sock = writer.sock().clone();
         let lowat = self.spec.tuning.lowat.0;
         crate::link::tune(&mut writer, &self.spec.tuning, hs_path);
+        // The proxy's HS-Paths and the primary's pipes end at a helper, which relays each
+        // record only once all of it has arrived.
+        writer.set_ramp(self.spec.tuning.ramp_records && (hs_path || helper.is_some()));
         let peer_addr = sock
             .peer_addr()
             .map(|a| a.to_string())
@@ -408,7 +411,8 @@ impl Session {
 
     /// How much plaintext a record on `link` carries before it is written: a mark's worth
     /// (`lowat`), or on a path slower than that per `tuning.segment_time`, that long's worth
-    /// of the path's throughput, at least [`MIN_RECORD`]. The peer decrypts a record, and so
+    /// of the path's throughput, at least [`MIN_RECORD`], and less on a link to a helper while a
+    /// burst after a pause ramps up (`LinkWriter::set_ramp`). The peer decrypts a record, and so
     /// hands its frames on, only once all of it has arrived: on a path in a 1 Mbit/s dip a
     /// 16 KiB record reaches the primary 130 ms at a time, and an application waiting on that
     /// path gets nothing in between (experiment 10b, docs/evaluation.md). Data frames are
@@ -419,11 +423,14 @@ impl Session {
         };
         let time = self.spec.tuning.segment_time.0.as_secs_f64();
         let th = l.meter.throughput();
-        if time > 0.0 && th > 0.0 {
+        let size = if time > 0.0 && th > 0.0 {
             l.lowat.min(((th * time) as u64).max(MIN_RECORD))
         } else {
             l.lowat
-        }
+        };
+        // A link to a helper starts a burst after a pause in smaller records still
+        // (`LinkWriter::set_ramp`).
+        l.writer.ramp_cap().map_or(size, |cap| size.min(cap as u64))
     }
 
     /// Writes what a link has queued once it is a record's worth (`record`, from

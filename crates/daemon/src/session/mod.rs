@@ -530,15 +530,24 @@ impl Session {
                         Metrics::add(&self.spec.metrics.bytes_reinjected, t.payload.len() as u64);
                     }
                     // Cut into frames no larger than the link's records, so a slow path
-                    // delivers in small steps (`record_size`).
-                    let record = self.record_size(l);
-                    let piece = usize::try_from(record).unwrap_or(usize::MAX).max(1);
-                    for (k, chunk) in t.payload.chunks(piece).enumerate() {
+                    // delivers in small steps, and a helper's link starts a burst in
+                    // smaller ones still (`record_size`).
+                    if let Some(ls) = self.links.get_mut(&l) {
+                        ls.writer.start_burst();
+                    }
+                    let mut record = self.record_size(l);
+                    let mut off = 0;
+                    while off < t.payload.len() {
+                        record = self.record_size(l);
+                        let piece = usize::try_from(record)
+                            .unwrap_or(usize::MAX)
+                            .clamp(1, t.payload.len() - off);
                         if let Some(ls) = self.links.get_mut(&l) {
-                            let dsn = t.dsn + (k * piece) as u64;
-                            let _ = ls.writer.push_data(t.stream, dsn, chunk);
+                            let chunk = &t.payload[off..off + piece];
+                            let _ = ls.writer.push_data(t.stream, t.dsn + off as u64, chunk);
                         }
                         self.push_batched(l, record);
+                        off += piece;
                     }
                     if let Some(ls) = self.links.get_mut(&l) {
                         if let Some(size) = t.fin {
