@@ -538,7 +538,6 @@ impl Session {
                     let mut record = self.record_size(l);
                     let mut off = 0;
                     while off < t.payload.len() {
-                        record = self.record_size(l);
                         let piece = usize::try_from(record)
                             .unwrap_or(usize::MAX)
                             .clamp(1, t.payload.len() - off);
@@ -548,6 +547,8 @@ impl Session {
                         }
                         self.push_batched(l, record);
                         off += piece;
+                        // The ramp's next step, for the next piece and the FIN below.
+                        record = self.record_size(l);
                     }
                     if let Some(ls) = self.links.get_mut(&l) {
                         if let Some(size) = t.fin {
