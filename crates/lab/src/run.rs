@@ -1453,6 +1453,45 @@ fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Pr
     Ok(procs)
 }
 
+/// The `[tuning]` table an mpbond variant writes into every daemon's configuration (empty for
+/// the variants that change no tuning): the one place a lab variant turns a daemon's dial.
+fn variant_tuning(variant: MpbondVariant) -> String {
+    let fixed = match variant {
+        MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\npams_pad = \"paper\"\n",
+        MpbondVariant::PaperPad => "[tuning]\npams_pad = \"paper\"\n",
+        MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
+        MpbondVariant::NoDrainFloor => "[tuning]\ndrain_floor = 0.0\n",
+        MpbondVariant::Shortfall => "[tuning]\nrecall_shortfall = 1.0\n",
+        MpbondVariant::TailCopy => "[tuning]\ntail_copy = true\n",
+        MpbondVariant::LateBind => "[tuning]\nlate_bind = \"100ms\"\n",
+        MpbondVariant::NoPipeMinRtt => "[tuning]\npipe_min_rtt = false\n",
+        MpbondVariant::NoReinject => {
+            "[tuning]\npams_reinjection = false\nlate_rescue = false\nloss_rescue = false\nwindow_rescue = false\n"
+        }
+        MpbondVariant::NoRescue => "[tuning]\nwindow_rescue = false\n",
+        MpbondVariant::NoLateRescue => "[tuning]\nlate_rescue = false\n",
+        MpbondVariant::NoLossRescue => "[tuning]\nloss_rescue = false\n",
+        MpbondVariant::NoRamp => "[tuning]\nramp_records = false\n",
+        MpbondVariant::FixedSegments => "[tuning]\nsegment_time = \"0ms\"\n",
+        MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
+        MpbondVariant::DeepLowat => "[tuning]\nlowat = \"64KiB\"\n",
+        MpbondVariant::NoGuard => "[tuning]\nqueue_guard = 0.0\n",
+        MpbondVariant::NoCcRestart => "[tuning]\ncc_restart = \"0ms\"\n",
+        MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
+        MpbondVariant::HsBbr => "[tuning]\nhs_congestion = \"bbr\"\n",
+        MpbondVariant::HsGuard => "[tuning]\nhs_queue_guard = 1.1\n",
+        MpbondVariant::NoHsGuard => "[tuning]\nhs_queue_guard = 0.0\n",
+        MpbondVariant::PsGuard => "[tuning]\nps_queue_guard = 1.0\n",
+        MpbondVariant::NoPsGuard => "[tuning]\nps_queue_guard = 0.0\n",
+        MpbondVariant::NoStale => "[tuning]\ndead_timeout = \"0s\"\n",
+        _ => "",
+    };
+    match variant {
+        MpbondVariant::Eco(mw) => format!("[tuning]\ntime_value = {:?}\n", f64::from(mw) / 1000.0),
+        _ => fixed.to_string(),
+    }
+}
+
 /// Writes keys and configs and starts proxy, helpers and primary in their namespaces. Every
 /// device declares the scenario's radios of its links (`wan_radio`, `pipe_radio`), which
 /// only `mpbond-eco`'s proxy weighs.
@@ -1478,43 +1517,8 @@ fn start_mpbond(
         "pams"
     };
     // The same tuning on every daemon (both ends of a link should agree).
-    let tuning = match variant {
-        MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\npams_pad = \"paper\"\n",
-        MpbondVariant::PaperPad => "[tuning]\npams_pad = \"paper\"\n",
-        MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
-        MpbondVariant::NoDrainFloor => "[tuning]\ndrain_floor = 0.0\n",
-        MpbondVariant::Shortfall => "[tuning]\nrecall_shortfall = 1.0\n",
-        MpbondVariant::TailCopy => "[tuning]\ntail_copy = true\n",
-        MpbondVariant::LateBind => "[tuning]\nlate_bind = \"100ms\"\n",
-        MpbondVariant::NoPipeMinRtt => "[tuning]\npipe_min_rtt = false\n",
-        MpbondVariant::NoReinject => {
-            "[tuning]\npams_reinjection = false\nlate_rescue = false\nloss_rescue = false\nwindow_rescue = false\n"
-        }
-        MpbondVariant::NoRescue => "[tuning]\nwindow_rescue = false\n",
-        MpbondVariant::NoLateRescue => "[tuning]\nlate_rescue = false\n",
-        MpbondVariant::NoLossRescue => "[tuning]\nloss_rescue = false\n",
-        MpbondVariant::FixedSegments => "[tuning]\nsegment_time = \"0ms\"\n",
-        MpbondVariant::Unpaced => "[tuning]\npacing = false\n",
-        MpbondVariant::DeepLowat => "[tuning]\nlowat = \"64KiB\"\n",
-        MpbondVariant::NoGuard => "[tuning]\nqueue_guard = 0.0\n",
-        MpbondVariant::NoCcRestart => "[tuning]\ncc_restart = \"0ms\"\n",
-        MpbondVariant::Bbr => "[tuning]\ncongestion = \"bbr\"\n",
-        MpbondVariant::HsBbr => "[tuning]\nhs_congestion = \"bbr\"\n",
-        MpbondVariant::HsGuard => "[tuning]\nhs_queue_guard = 1.1\n",
-        MpbondVariant::NoHsGuard => "[tuning]\nhs_queue_guard = 0.0\n",
-        MpbondVariant::PsGuard => "[tuning]\nps_queue_guard = 1.0\n",
-        MpbondVariant::NoPsGuard => "[tuning]\nps_queue_guard = 0.0\n",
-        MpbondVariant::NoStale => "[tuning]\ndead_timeout = \"0s\"\n",
-        _ => "",
-    };
-    let eco;
-    let tuning = match variant {
-        MpbondVariant::Eco(mw) => {
-            eco = format!("[tuning]\ntime_value = {:?}\n", f64::from(mw) / 1000.0);
-            eco.as_str()
-        }
-        _ => tuning,
-    };
+    let tuning = variant_tuning(variant);
+    let tuning = tuning.as_str();
     let helper_extra = match variant {
         MpbondVariant::FixedAlways => "feedback = \"always\"\n",
         MpbondVariant::FixedOnDemand => "feedback = \"on-demand\"\n",
@@ -1588,6 +1592,38 @@ fn start_mpbond(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every variant's tuning is one the daemons accept (their `Tuning` refuses unknown
+    /// keys, so a misspelt dial fails here, not as a daemon that will not start in a lab
+    /// run), and each variant that writes one changes the defaults, but the two kept only so
+    /// that old commands still run.
+    #[test]
+    fn every_variant_writes_a_tuning_the_daemons_accept_and_that_changes_something() {
+        #[derive(serde::Deserialize)]
+        struct Doc {
+            #[serde(default)]
+            tuning: mpbond_daemon::config::Tuning,
+        }
+        let defaults = mpbond_daemon::config::Tuning::default();
+        let mut written = 0;
+        for kind in crate::scheme::Scheme::kinds() {
+            let crate::scheme::Kind::Mpbond(v) = kind else {
+                continue;
+            };
+            let text = variant_tuning(v);
+            let doc: Doc = toml::from_str(&text)
+                .unwrap_or_else(|e| panic!("{v:?}'s tuning {text:?} does not parse: {e}"));
+            if text.is_empty() {
+                continue;
+            }
+            written += 1;
+            let same_as_default = matches!(v, MpbondVariant::HsGuard | MpbondVariant::NoPsGuard);
+            assert_eq!(doc.tuning == defaults, same_as_default, "{v:?}: {text:?}");
+        }
+        assert!(written >= 20, "only {written} variants write a tuning");
+        let no_ramp: Doc = toml::from_str(&variant_tuning(MpbondVariant::NoRamp)).unwrap();
+        assert!(defaults.ramp_records && !no_ramp.tuning.ramp_records);
+    }
 
     #[test]
     fn every_scheme_leads_a_repetition_in_turn() {

@@ -59,6 +59,11 @@ pub enum MpbondVariant {
     /// hole its subflow's TCP is recovering from waits for the retransmission unless it
     /// turns late.
     NoLossRescue,
+    /// Without item 61's small records at the start of a burst to a helper
+    /// (`tuning.ramp_records = false`): every record at the segment size from the first, so
+    /// a helper, which relays a record only once all of it has arrived, starts its pipe one
+    /// full record's HS-Path time later.
+    NoRamp,
     /// Every segment and record at the full 16 KiB (`tuning.segment_time = "0ms"`), whatever
     /// the path's rate.
     FixedSegments,
@@ -118,7 +123,7 @@ pub enum MpbondVariant {
 pub const ECO_TIME_VALUE_MW: u32 = 1000;
 
 impl MpbondVariant {
-    const ALL: [MpbondVariant; 31] = [
+    const ALL: [MpbondVariant; 32] = [
         MpbondVariant::Naive,
         MpbondVariant::Pams,
         MpbondVariant::Paper,
@@ -135,6 +140,7 @@ impl MpbondVariant {
         MpbondVariant::NoRescue,
         MpbondVariant::NoLateRescue,
         MpbondVariant::NoLossRescue,
+        MpbondVariant::NoRamp,
         MpbondVariant::FixedSegments,
         MpbondVariant::MeasuredBuffering,
         MpbondVariant::Unpaced,
@@ -170,6 +176,7 @@ impl MpbondVariant {
             MpbondVariant::NoRescue => "mpbond-no-rescue",
             MpbondVariant::NoLateRescue => "mpbond-no-late-rescue",
             MpbondVariant::NoLossRescue => "mpbond-no-loss-rescue",
+            MpbondVariant::NoRamp => "mpbond-no-ramp",
             MpbondVariant::FixedSegments => "mpbond-fixed-segments",
             MpbondVariant::MeasuredBuffering => "mpbond-measured-buffering",
             MpbondVariant::Unpaced => "mpbond-unpaced",
