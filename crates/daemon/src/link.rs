@@ -367,15 +367,17 @@ impl LinkWriter {
     /// congestion control restart.
     fn data_queued(&mut self) {
         let now = crate::sys::mono_ms();
-        if let Some(pause) = self.cc_restart_ms {
-            if self
-                .last_data_ms
-                .is_none_or(|t| now.saturating_sub(t) >= pause)
-            {
-                self.cc_restart_due = true;
-            }
+        if self.cc_restart_ms.is_some_and(|p| self.paused(now, p)) {
+            self.cc_restart_due = true;
         }
         self.last_data_ms = Some(now);
+    }
+
+    /// Whether no stream data was queued on this link in the `pause_ms` before `now` (or
+    /// ever): the one test behind both the congestion control restart and the record ramp.
+    fn paused(&self, now: u64, pause_ms: u64) -> bool {
+        self.last_data_ms
+            .is_none_or(|t| now.saturating_sub(t) >= pause_ms)
     }
 
     /// Makes a burst of stream data after a pause start in small records on this link
@@ -402,12 +404,7 @@ impl LinkWriter {
     /// first records start at [`RAMP_FIRST`] and double ([`LinkWriter::ramp_cap`]), as TLS
     /// servers size records after idle.
     pub fn start_burst(&mut self) {
-        let now = crate::sys::mono_ms();
-        if self.ramps
-            && self
-                .last_data_ms
-                .is_none_or(|t| now.saturating_sub(t) >= RAMP_IDLE_MS)
-        {
+        if self.ramps && self.paused(crate::sys::mono_ms(), RAMP_IDLE_MS) {
             self.ramp = Some(RAMP_FIRST);
         }
     }
