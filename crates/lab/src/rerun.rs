@@ -11,6 +11,13 @@
 //! replaced: in the suite at d2d7cc7 ten of 10a's runs stayed stolen because their one
 //! rerun came within the same half minute. Waiting also hands a tight budget to the runs the
 //! host took most from rather than to whichever came first.
+//!
+//! A budget alone is first come, first served: in the suite at 0f4cffe a burst of steal in
+//! 07 spent all 6 minutes, and the 42 stolen runs of 07-09 after it kept their steal. With a
+//! share (`--rerun-share`) each batch earns rerun time in proportion to the wall time of its
+//! own first attempts, since the steal a batch meets grows with the time it runs, and what a
+//! batch leaves of its earnings carries over to the batches after it. A burst then takes
+//! what its batch and the quiet ones before it earned, never the later batches' shares.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +34,11 @@ pub struct Reruns {
     pub budget: Option<Duration>,
     /// The budget as it was given, for the report.
     granted: Option<Duration>,
+    /// The fraction of a batch's first attempts' wall time the batch earns for its reruns
+    /// (`--rerun-share`); `None` for no share, the budget alone deciding.
+    pub share: Option<f64>,
+    /// Rerun time earned by the batches so far and not yet spent (with a share).
+    pub earned: Duration,
     /// What the reruns have done so far.
     pub tally: Tally,
 }
@@ -40,7 +52,7 @@ pub struct Tally {
     pub attempts: usize,
     /// Wall time the reruns took.
     pub spent: Duration,
-    /// Reruns the budget refused (a run stolen from that was not run again for it).
+    /// Reruns the budget or the share refused (a run stolen from that was not run again).
     pub refused: usize,
     /// Kept runs still above the limit: every attempt allowed was stolen from.
     pub still_stolen: usize,
@@ -71,7 +83,10 @@ impl Tally {
             self.spent.as_secs_f64()
         );
         if self.refused > 0 {
-            s.push_str(&format!(", {} refused by the budget", self.refused));
+            s.push_str(&format!(
+                ", {} refused by the budget or the share",
+                self.refused
+            ));
         }
         if self.still_stolen > 0 {
             s.push_str(&format!(
@@ -91,21 +106,57 @@ impl Reruns {
             max,
             budget,
             granted: budget,
+            share: None,
+            earned: Duration::ZERO,
             tally: Tally::default(),
         }
     }
 
-    /// Whether one more rerun may start for a run whose last attempt took `last`.
-    fn allow(&self, last: Duration) -> bool {
-        self.budget.is_none_or(|b| !b.is_zero() && b >= last)
+    /// The same, each batch also earning `share` (a fraction in (0, 1]) of its first
+    /// attempts' wall time for its reruns, what it leaves carrying over to the next batches.
+    pub fn with_share(self, share: f64) -> Reruns {
+        Reruns {
+            share: Some(share),
+            ..self
+        }
     }
 
-    /// Counts a rerun's time against the budget.
+    /// Credits a batch whose first attempts took `first` with its share (no-op without one).
+    fn earn(&mut self, first: Duration) {
+        if let Some(f) = self.share {
+            self.earned += first.mul_f64(f);
+        }
+    }
+
+    /// Why one more rerun may not start for a run whose last attempt took `last`: `None`
+    /// when it may, else what refused it. It must fit in what is left of the budget and of
+    /// the share earned so far, so that neither is overrun by more than one run.
+    fn refusal(&self, last: Duration) -> Option<String> {
+        let fits = |left: Duration| !left.is_zero() && left >= last;
+        if let Some(b) = self.budget.filter(|&b| !fits(b)) {
+            return Some(format!(
+                "the rerun budget has {:.0} s left, less than the run took ({:.0} s)",
+                b.as_secs_f64(),
+                last.as_secs_f64()
+            ));
+        }
+        if self.share.is_some() && !fits(self.earned) {
+            return Some(format!(
+                "the share earned so far has {:.0} s left, less than the run took ({:.0} s)",
+                self.earned.as_secs_f64(),
+                last.as_secs_f64()
+            ));
+        }
+        None
+    }
+
+    /// Counts a rerun's time against the budget and the share earned.
     fn spend(&mut self, took: Duration) {
         self.tally.spent += took;
         if let Some(b) = self.budget.as_mut() {
             *b = b.saturating_sub(took);
         }
+        self.earned = self.earned.saturating_sub(took);
     }
 
     /// The invocation's line on its reruns, for a summary: how many, how long, what is left
@@ -124,8 +175,15 @@ impl Reruns {
             ),
             _ => "; no budget".to_string(),
         };
+        let share = self.share.map_or(String::new(), |f| {
+            format!(
+                "; each experiment earning {:.1}% of its first attempts' time, {:.0} s earned and not spent",
+                100.0 * f,
+                self.earned.as_secs_f64()
+            )
+        });
         Some(format!(
-            "Reruns (at most {} a run): {} runs ran again, {} reruns in {:.0} s{budget}; {} kept runs still above {:.0}% stolen.",
+            "Reruns (at most {} a run): {} runs ran again, {} reruns in {:.0} s{budget}{share}; {} kept runs still above {:.0}% stolen.",
             self.max,
             t.runs,
             t.attempts,
@@ -147,8 +205,8 @@ pub struct Done {
 /// Runs again, after a batch, the runs of `batch` the hypervisor stole more than
 /// [`crate::cpu::STEAL_LIMIT`] of a core from ([`RunResult::stolen`]): in rounds, each
 /// round the runs whose every attempt so far was stolen, most stolen first, at most
-/// `reruns.max` rounds, each rerun while `reruns.budget` lasts (its wall time is taken from
-/// it). `attempt(i, k)` runs run `i` of the batch again as its attempt `k` (from 1); `label(i)`
+/// `reruns.max` rounds, each rerun while `reruns.budget` and the share earned last (its wall
+/// time is taken from both; the batch first earns its share of its runs' `took`). `attempt(i, k)` runs run `i` of the batch again as its attempt `k` (from 1); `label(i)`
 /// names it in the lines each rerun prints and `headline` says what a rerun measured.
 ///
 /// Returns, in the batch's order, each run kept with the attempts set aside: the quiet
@@ -163,6 +221,7 @@ pub fn rerun_stolen(
     mut attempt: impl FnMut(usize, usize) -> anyhow::Result<RunResult>,
 ) -> anyhow::Result<Vec<(RunResult, Vec<RunResult>)>> {
     let share = |r: &RunResult| r.steal_share().unwrap_or(0.0);
+    reruns.earn(batch.iter().map(|d| d.took).sum());
     let (mut tries, mut took): (Vec<Vec<RunResult>>, Vec<Duration>) =
         batch.into_iter().map(|d| (vec![d.result], d.took)).unzip();
     for round in 1..=reruns.max {
@@ -176,12 +235,10 @@ pub fn rerun_stolen(
         });
         for i in due {
             let stolen = 100.0 * tries[i].last().map_or(0.0, share);
-            if !reruns.allow(took[i]) {
+            if let Some(why) = reruns.refusal(took[i]) {
                 eprintln!(
-                    "lab: {}: the hypervisor stole {stolen:.1}% of a core from this run; not run again: the rerun budget has {:.0} s left, less than the run took ({:.0} s)",
-                    label(i),
-                    reruns.budget.unwrap_or_default().as_secs_f64(),
-                    took[i].as_secs_f64()
+                    "lab: {}: the hypervisor stole {stolen:.1}% of a core from this run; not run again: {why}",
+                    label(i)
                 );
                 reruns.tally.refused += 1;
                 continue;
@@ -391,5 +448,73 @@ mod tests {
         });
         assert_eq!((since.runs, since.attempts), (1, 1));
         assert!(since.clause().starts_with("1 ran again (1 reruns"));
+    }
+
+    /// A batch of first attempts with these steals, each taking `took_ms`.
+    fn timed(steals: &[f64], took_ms: u64) -> Vec<Done> {
+        let mut b = batch(steals);
+        for d in &mut b {
+            d.took = Duration::from_millis(took_ms);
+        }
+        b
+    }
+
+    /// With a share each batch earns that fraction of its first attempts' time: a burst in
+    /// one batch reruns only what its batch earned (the most stolen first), a quiet batch's
+    /// earnings carry over, and a later batch can then afford a run longer than its own
+    /// share; the summary says what is left unspent.
+    #[test]
+    fn a_share_keeps_a_burst_from_spending_the_later_batches_reruns() {
+        let mut reruns = Reruns::new(1, None).with_share(0.5);
+        // Runs a batch and returns the runs asked to run again.
+        let go = |reruns: &mut Reruns, b: Vec<Done>, sleep_ms: u64| {
+            let mut here = Vec::new();
+            rerun_stolen(
+                reruns,
+                b,
+                |_| String::new(),
+                |_| String::new(),
+                |i, _| {
+                    std::thread::sleep(Duration::from_millis(sleep_ms));
+                    here.push(i);
+                    Ok(run(0.0, 9.0))
+                },
+            )
+            .unwrap();
+            here
+        };
+        // The burst: three stolen runs of 10 ms earn 15 ms; the most stolen reruns (6 ms or
+        // more), and what is left is less than the 10 ms each of the others took.
+        assert_eq!(go(&mut reruns, timed(&[0.2, 0.3, 0.1], 10), 6), [1]);
+        assert_eq!((reruns.tally.attempts, reruns.tally.refused), (1, 2));
+        let after_burst = reruns.earned;
+        assert!(after_burst < Duration::from_millis(10), "{after_burst:?}");
+        // A quiet batch earns 15 ms and spends nothing.
+        assert!(go(&mut reruns, timed(&[0.0, 0.01, 0.0], 10), 1).is_empty());
+        assert_eq!(reruns.earned, after_burst + Duration::from_millis(15));
+        // A stolen run of 20 ms earns 10 ms of its own, too little alone; with what the
+        // quiet batch left it runs again.
+        assert_eq!(go(&mut reruns, timed(&[0.4], 20), 1), [0]);
+        assert_eq!(reruns.tally.refused, 2);
+        let line = reruns.summary().unwrap();
+        assert!(
+            line.contains("each experiment earning 50.0% of its first attempts' time"),
+            "{line}"
+        );
+
+        // Without a share the same burst is first come, first served: all three run again.
+        let mut open = Reruns::new(1, Some(Duration::from_secs(60)));
+        let kept = rerun_stolen(
+            &mut open,
+            timed(&[0.2, 0.3, 0.1], 10),
+            |_| String::new(),
+            |_| String::new(),
+            |_, _| Ok(run(0.0, 9.0)),
+        )
+        .unwrap();
+        assert_eq!(
+            (kept.len(), open.tally.attempts, open.tally.refused),
+            (3, 3, 0)
+        );
     }
 }

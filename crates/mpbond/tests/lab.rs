@@ -198,7 +198,15 @@ fn the_paper_suite_runs_its_smoke_experiments_end_to_end() {
         err.contains("--only z: no such experiment") && err.contains("c-dual"),
         "{err}"
     );
-    let r = paper(&[]);
+    // So does a share of rerun time that is no percentage.
+    for bad in ["150%", "five"] {
+        let r = paper(&["--rerun-stolen", "1", "--rerun-share", bad]);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success(), "--rerun-share {bad} ran: {err}");
+        assert!(err.contains("--rerun-share") && err.contains(bad), "{err}");
+    }
+    // Stolen runs may run again, each experiment earning 5% of its runs' time for it.
+    let r = paper(&["--rerun-stolen", "1", "--rerun-share", "5%"]);
     assert!(
         r.status.success(),
         "mpbond lab paper failed:\n{}\n{}",
@@ -219,9 +227,12 @@ fn the_paper_suite_runs_its_smoke_experiments_end_to_end() {
             "{o}"
         );
     }
-    assert!(std::fs::read_to_string(out.join("summary.md"))
-        .expect("summary.md")
-        .contains("| experiment | claim |"));
+    let md = std::fs::read_to_string(out.join("summary.md")).expect("summary.md");
+    assert!(md.contains("| experiment | claim |"), "{md}");
+    assert!(
+        md.contains("each experiment earning 5.0% of its first attempts' time"),
+        "{md}"
+    );
 
     let a = read(out.join("a-schemes/results.json"));
     let a = a.as_array().expect("runs");

@@ -82,7 +82,7 @@ pub struct PaperArgs {
     /// from it (results.json is left as it is), and summary.md/summary.json. For a suite
     /// finished in parts with `--only` (every part from one build), after a claim in a
     /// scenario file changed, or for a newer build's tables.
-    #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf", "rerun_stolen", "rerun_budget"])]
+    #[arg(long, conflicts_with_all = ["reps", "cc", "phone_rcvbuf", "rerun_stolen", "rerun_budget", "rerun_share"])]
     from_results: bool,
     #[command(flatten)]
     host: HostArgs,
@@ -106,6 +106,13 @@ pub struct HostArgs {
     /// the reruns took and how many it refused.
     #[arg(long, value_name = "DURATION", requires = "rerun_stolen")]
     rerun_budget: Option<String>,
+    /// With --rerun-stolen, each experiment's share of rerun time, in percent of the wall
+    /// time its own runs took (e.g. 5%): its reruns may take what it earned plus what the
+    /// experiments before it earned and left, within --rerun-budget if given. A burst of
+    /// steal in one experiment then cannot spend the later experiments' reruns, as a budget
+    /// alone (first come, first served) lets it.
+    #[arg(long, value_name = "PERCENT", requires = "rerun_stolen")]
+    rerun_share: Option<String>,
 }
 
 impl HostArgs {
@@ -117,8 +124,27 @@ impl HostArgs {
             .map(mpbond_core::units::parse_duration)
             .transpose()
             .map_err(|e| anyhow::anyhow!("--rerun-budget: {e}"))?;
-        Ok(Reruns::new(self.rerun_stolen, budget))
+        let reruns = Reruns::new(self.rerun_stolen, budget);
+        Ok(match self.rerun_share.as_deref() {
+            Some(s) => reruns.with_share(parse_percent(s).context("--rerun-share")?),
+            None => reruns,
+        })
     }
+}
+
+/// A percentage in (0, 100], with or without its `%` sign ("5%", "2.5"), as a fraction.
+fn parse_percent(s: &str) -> Result<f64> {
+    let t = s.trim();
+    let v: f64 = t
+        .strip_suffix('%')
+        .unwrap_or(t)
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{s:?} is not a percentage (e.g. 5%)"))?;
+    if !(v > 0.0 && v <= 100.0) {
+        bail!("{s:?}: a percentage above 0 and at most 100");
+    }
+    Ok(v / 100.0)
 }
 
 /// Options of `mpbond lab run`.
