@@ -206,7 +206,8 @@ pub struct Done {
 /// [`crate::cpu::STEAL_LIMIT`] of a core from ([`RunResult::stolen`]): in rounds, each
 /// round the runs whose every attempt so far was stolen, most stolen first, at most
 /// `reruns.max` rounds, each rerun while `reruns.budget` and the share earned last (its wall
-/// time is taken from both; the batch first earns its share of its runs' `took`). `attempt(i, k)` runs run `i` of the batch again as its attempt `k` (from 1); `label(i)`
+/// time is taken from both; the batch first earns its share of its runs' `took`).
+/// `attempt(i, k)` runs run `i` of the batch again as its attempt `k` (from 1); `label(i)`
 /// names it in the lines each rerun prints and `headline` says what a rerun measured.
 ///
 /// Returns, in the batch's order, each run kept with the attempts set aside: the quiet
@@ -220,7 +221,7 @@ pub fn rerun_stolen(
     headline: impl Fn(&RunResult) -> String,
     mut attempt: impl FnMut(usize, usize) -> anyhow::Result<RunResult>,
 ) -> anyhow::Result<Vec<(RunResult, Vec<RunResult>)>> {
-    let share = |r: &RunResult| r.steal_share().unwrap_or(0.0);
+    let steal = |r: &RunResult| r.steal_share().unwrap_or(0.0);
     reruns.earn(batch.iter().map(|d| d.took).sum());
     let (mut tries, mut took): (Vec<Vec<RunResult>>, Vec<Duration>) =
         batch.into_iter().map(|d| (vec![d.result], d.took)).unzip();
@@ -230,11 +231,11 @@ pub fn rerun_stolen(
             .filter(|&i| tries[i].len() == round && tries[i].last().is_some_and(|r| r.stolen()))
             .collect();
         due.sort_by(|&a, &b| {
-            let s = |i: usize| tries[i].last().map_or(0.0, share);
+            let s = |i: usize| tries[i].last().map_or(0.0, steal);
             s(b).total_cmp(&s(a))
         });
         for i in due {
-            let stolen = 100.0 * tries[i].last().map_or(0.0, share);
+            let stolen = 100.0 * tries[i].last().map_or(0.0, steal);
             if let Some(why) = reruns.refusal(took[i]) {
                 eprintln!(
                     "lab: {}: the hypervisor stole {stolen:.1}% of a core from this run; not run again: {why}",
@@ -258,7 +259,7 @@ pub fn rerun_stolen(
                 "lab: {}, run again: {}, {:.1}% stolen",
                 label(i),
                 headline(&r),
-                100.0 * share(&r)
+                100.0 * steal(&r)
             );
             took[i] = d;
             tries[i].push(r);
@@ -271,11 +272,11 @@ pub fn rerun_stolen(
                 .iter()
                 .position(|r| !r.stolen())
                 .or_else(|| {
-                    (0..tries.len()).min_by(|&a, &b| share(&tries[a]).total_cmp(&share(&tries[b])))
+                    (0..tries.len()).min_by(|&a, &b| steal(&tries[a]).total_cmp(&steal(&tries[b])))
                 })
                 .unwrap_or(0);
             let mut kept = tries.remove(keep);
-            kept.set_aside_steal = tries.iter().map(share).collect();
+            kept.set_aside_steal = tries.iter().map(steal).collect();
             reruns.tally.still_stolen += usize::from(kept.stolen());
             (kept, tries)
         })
