@@ -36,9 +36,9 @@ pub struct Reruns {
     granted: Option<Duration>,
     /// The fraction of a batch's first attempts' wall time the batch earns for its reruns
     /// (`--rerun-share`); `None` for no share, the budget alone deciding.
-    pub share: Option<f64>,
+    share: Option<f64>,
     /// Rerun time earned by the batches so far and not yet spent (with a share).
-    pub earned: Duration,
+    earned: Duration,
     /// What the reruns have done so far.
     pub tally: Tally,
 }

@@ -1457,6 +1457,9 @@ fn start_mpbond_dual(tb: &Testbed, work: &Path, exe: &Path) -> anyhow::Result<Pr
 /// the variants that change no tuning): the one place a lab variant turns a daemon's dial.
 fn variant_tuning(variant: MpbondVariant) -> String {
     let fixed = match variant {
+        MpbondVariant::Eco(mw) => {
+            return format!("[tuning]\ntime_value = {:?}\n", f64::from(mw) / 1000.0)
+        }
         MpbondVariant::Paper => "[tuning]\npams_lookahead = 0.0\npams_pad = \"paper\"\n",
         MpbondVariant::PaperPad => "[tuning]\npams_pad = \"paper\"\n",
         MpbondVariant::LossHold => "[tuning]\nloss_hold = 3.0\n",
@@ -1486,10 +1489,7 @@ fn variant_tuning(variant: MpbondVariant) -> String {
         MpbondVariant::NoStale => "[tuning]\ndead_timeout = \"0s\"\n",
         _ => "",
     };
-    match variant {
-        MpbondVariant::Eco(mw) => format!("[tuning]\ntime_value = {:?}\n", f64::from(mw) / 1000.0),
-        _ => fixed.to_string(),
-    }
+    fixed.to_string()
 }
 
 /// Writes keys and configs and starts proxy, helpers and primary in their namespaces. Every
@@ -1518,7 +1518,6 @@ fn start_mpbond(
     };
     // The same tuning on every daemon (both ends of a link should agree).
     let tuning = variant_tuning(variant);
-    let tuning = tuning.as_str();
     let helper_extra = match variant {
         MpbondVariant::FixedAlways => "feedback = \"always\"\n",
         MpbondVariant::FixedOnDemand => "feedback = \"on-demand\"\n",
