@@ -25,9 +25,10 @@ use crate::http::{self, Fetch};
 pub const DEFAULT_CHUNK: u64 = 256 * 1024;
 
 /// The helper's agent: every connection from the primary is relayed to the origin over the
-/// helper's own WAN link (its default route), both ways, until either side closes.
-pub async fn serve_helper(listen: SocketAddr, origin: SocketAddr) -> io::Result<()> {
-    http::relay(TcpListener::bind(listen).await?, origin).await
+/// helper's own WAN link (its default route), both ways, until either side closes. It takes
+/// a bound listener so that the lab knows the agent is there before the download starts.
+pub async fn serve_helper(l: TcpListener, origin: SocketAddr) -> io::Result<()> {
+    http::relay(l, origin).await
 }
 
 /// Shared state of one download.
@@ -161,14 +162,10 @@ mod tests {
             tokio::spawn(http::serve_origin(l));
             let mut agents = Vec::new();
             for _ in 0..2 {
-                // Bind first to learn a free port, then hand the port to the agent.
-                let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-                let a = probe.local_addr().unwrap();
-                drop(probe);
-                tokio::spawn(serve_helper(a, origin));
-                agents.push(a);
+                let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                agents.push(l.local_addr().unwrap());
+                tokio::spawn(serve_helper(l, origin));
             }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             for (size, chunk) in [(1_000_000, 65_536), (300_001, 100_000), (10, 4096)] {
                 let f = download(origin, &agents, size, chunk).await.unwrap();
                 assert!(f.intact, "size {size} chunk {chunk}");

@@ -512,9 +512,10 @@ pub async fn bulk(
     ))
 }
 
-/// A relay for kernel MPTCP: accepts MPTCP connections and connects each to `origin` with
-/// plain TCP (the MPTCP-capable proxy of the kibbutz baseline).
-pub async fn mptcp_relay(listen: SocketAddr, origin: SocketAddr) -> io::Result<()> {
+/// A listening MPTCP socket on `listen` (needs a runtime), for [`relay`]: the MPTCP-capable
+/// proxy of the kibbutz baseline accepts MPTCP connections and connects each to the origin
+/// with plain TCP.
+pub fn mptcp_listener(listen: SocketAddr) -> io::Result<TcpListener> {
     let sock = socket2::Socket::new(
         socket2::Domain::IPV4,
         socket2::Type::STREAM,
@@ -524,7 +525,7 @@ pub async fn mptcp_relay(listen: SocketAddr, origin: SocketAddr) -> io::Result<(
     sock.bind(&listen.into())?;
     sock.listen(128)?;
     sock.set_nonblocking(true)?;
-    relay(TcpListener::from_std(sock.into())?, origin).await
+    TcpListener::from_std(sock.into())
 }
 
 /// Relays every connection accepted on `l` to `origin` with plain TCP, both ways, until

@@ -26,12 +26,21 @@ use crate::scheme::{Kind, MpbondVariant, Scheme};
 use crate::topo::{addr, Testbed, TopologySpec};
 use crate::{combine, split};
 
-/// Emulator time at which the workload starts. mpbond's daemons have every subflow and link
-/// up about 0.55 s after the emulator starts (0.2 s of it the lab's pause between the helpers
-/// and the primary), and the run checks that they have ([`NotConnected`] otherwise); the rest
-/// is margin for a busy machine. Every run of a suite waits this long, so it is most of the
-/// set-up time of a short download (it was 2.5 s, a third of the full suite's time).
+/// Emulator time at which an mpbond scheme's workload starts. mpbond's daemons have every
+/// subflow and link up about 0.55 s after the emulator starts (0.2 s of it the lab's pause
+/// between the helpers and the primary), and the run checks that they have ([`NotReady`]
+/// otherwise); the rest is margin for a busy machine, and a session a moment old, as a
+/// deployed one would be, with its pipes' round trips measured.
 pub const WARMUP: Duration = Duration::from_millis(1200);
+/// Emulator time at which a baseline's workload starts (single TCP, kibbutz, COMBINE, the
+/// fixed splits): no daemons connect, and its servers listen before the emulator's clock
+/// matters (`Server::listen`); what is left is the last run's devices closing
+/// ([`crate::emu::close_retired`], about 0.2 s for a three-device testbed) and, for
+/// kibbutz, a few `ip mptcp` calls. The workload is anchored to its lead either way (rate
+/// changes and traces start with it), so a shorter lead changes nothing a run measures; it
+/// takes 0.7 s off each of the full suite's 600 baseline runs, which waited [`WARMUP`] as
+/// well before. A set-up that runs past it fails the run as [`NotReady`].
+pub const BASELINE_LEAD: Duration = Duration::from_millis(500);
 /// How much later the workload starts when the scenario warms the session first
 /// (`workload.warm`): the warm-up download runs in this time.
 pub const WARM_LEAD: Duration = Duration::from_secs(4);
@@ -321,11 +330,13 @@ fn sched_stats(tb: &Testbed, dual: bool) -> Option<crate::sched::SchedStats> {
     Some(stats)
 }
 
-/// mpbond's daemons had not connected every subflow by the time the workload was due
-/// ([`WARMUP`]): the run measured nothing, and running it again on a fresh testbed is safe.
+/// The testbed was not ready when the workload was due ([`WARMUP`] or [`BASELINE_LEAD`]):
+/// mpbond's daemons had not connected every subflow, or the set-up ran past the start. The run
+/// measured nothing, and running it again on a fresh testbed is safe; a workload started
+/// late would instead miss the first part of its links' schedule (a trace, a rate change).
 #[derive(Debug, thiserror::Error)]
-#[error("mpbond's daemons were not connected when the workload was due ({0})")]
-pub struct NotConnected(String);
+#[error("the testbed was not ready when the workload was due ({0})")]
+pub struct NotReady(String);
 
 /// Waits until mpbond's daemons have every session, subflow and link of the run up (the
 /// proxy and each primary asked through their control endpoints), at most `within`: a run
@@ -391,8 +402,8 @@ fn wait_connected(
                         .collect::<Vec<_>>()
                 ),
             };
-            return Err(NotConnected(format!(
-                "namespace {ns}: {seen}, wanted {sessions} session(s) of {subflows} subflow(s)"
+            return Err(NotReady(format!(
+                "mpbond's daemons, namespace {ns}: {seen}, wanted {sessions} session(s) of {subflows} subflow(s)"
             ))
             .into());
         }
@@ -406,24 +417,62 @@ struct Server {
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
 }
 
+/// How a [`Server`] listens.
+#[derive(Clone, Copy, Debug)]
+enum Listen {
+    Tcp,
+    /// Kernel MPTCP (kibbutz's relay on the proxy).
+    Mptcp,
+}
+
 impl Server {
-    fn start<F>(ns: &str, f: impl FnOnce() -> F + Send + 'static) -> Server
+    /// Starts a server in namespace `ns` on `addr` and returns once it listens, or with why
+    /// it cannot: a baseline's workload starts soon after the testbed is up
+    /// ([`BASELINE_LEAD`]), so its servers must be listening by then, not on their way.
+    fn listen<F>(
+        ns: &str,
+        addr: SocketAddr,
+        how: Listen,
+        serve: impl FnOnce(tokio::net::TcpListener) -> F + Send + 'static,
+    ) -> anyhow::Result<Server>
     where
         F: std::future::Future<Output = std::io::Result<()>>,
     {
         let (stop, mut rx) = watch::channel(false);
-        let thread = in_ns(ns, move |rt| {
+        let (ready, listening) = std::sync::mpsc::channel();
+        let mut thread = Some(in_ns(ns, move |rt| {
             rt.block_on(async move {
+                let bound = match how {
+                    Listen::Tcp => tokio::net::TcpListener::bind(addr).await,
+                    Listen::Mptcp => http::mptcp_listener(addr),
+                };
+                let l = match bound {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return Ok(());
+                    }
+                };
+                let _ = ready.send(Ok(()));
                 tokio::select! {
-                    r = f() => r.map_err(anyhow::Error::from),
+                    r = serve(l) => r.map_err(anyhow::Error::from),
                     _ = rx.changed() => Ok(()),
                 }
             })
-        });
-        Server {
-            stop,
-            thread: Some(thread),
+        }));
+        let why = match listening.recv() {
+            Ok(Ok(())) => return Ok(Server { stop, thread }),
+            Ok(Err(e)) => anyhow::Error::from(e),
+            // The thread ended before it tried: it could not enter the namespace, say.
+            Err(_) => match thread.take().map(|t| t.join()) {
+                Some(Ok(Err(e))) => e,
+                _ => anyhow::anyhow!("the server thread ended before it listened"),
+            },
+        };
+        if let Some(t) = thread {
+            let _ = t.join();
         }
+        Err(why.context(format!("cannot listen on {addr} in namespace {ns}")))
     }
 }
 
@@ -656,12 +705,12 @@ pub fn run_order<T: Clone>(schemes: &[T], rep: usize) -> Vec<T> {
     order
 }
 
-/// Attempts at one run whose daemons did not connect in time before the suite stops.
-const CONNECT_ATTEMPTS: usize = 3;
+/// Attempts at one run whose testbed was not ready in time before the suite stops.
+const READY_ATTEMPTS: usize = 3;
 
-/// [`run_one`], again on a fresh testbed when mpbond's daemons had not connected by the
-/// workload's start (a run that measured nothing, as on a machine busy for a moment), at most
-/// `CONNECT_ATTEMPTS` times; any other failure stops at once.
+/// [`run_one`], again on a fresh testbed when it was not ready by the workload's start
+/// ([`NotReady`]: a run that measured nothing, as on a machine busy for a moment), at most
+/// `READY_ATTEMPTS` times; any other failure stops at once.
 pub fn run_retrying(
     sc: &Scenario,
     scheme: Scheme,
@@ -669,7 +718,7 @@ pub fn run_retrying(
     rep: usize,
     env: &RunEnv,
 ) -> anyhow::Result<RunResult> {
-    retry_not_connected(&env.work, CONNECT_ATTEMPTS, |work| {
+    retry_not_ready(&env.work, READY_ATTEMPTS, |work| {
         let env = RunEnv {
             work: work.to_path_buf(),
             ..env.clone()
@@ -678,10 +727,10 @@ pub fn run_retrying(
     })
 }
 
-/// Calls `attempt` with a scratch directory until it returns anything but [`NotConnected`],
+/// Calls `attempt` with a scratch directory until it returns anything but [`NotReady`],
 /// at most `attempts` times; each retry gets a fresh directory under `work`
 /// (`attempt2`, ...), since a run never overwrites its keys.
-fn retry_not_connected<T>(
+fn retry_not_ready<T>(
     work: &Path,
     attempts: usize,
     mut attempt: impl FnMut(&Path) -> anyhow::Result<T>,
@@ -694,7 +743,7 @@ fn retry_not_connected<T>(
             work.join(format!("attempt{n}"))
         };
         match attempt(&dir) {
-            Err(e) if n < attempts && e.is::<NotConnected>() => {
+            Err(e) if n < attempts && e.is::<NotReady>() => {
                 eprintln!("lab: {e}; running it again ({n} of {attempts} failed)");
                 n += 1;
             }
@@ -715,7 +764,11 @@ pub fn run_one(
     let kind = sc.workload.kind;
     let upload = kind == WorkloadKind::Upload;
     let warm = sc.warm()?;
-    let lead = WARMUP
+    let ready = match scheme.kind {
+        Kind::Mpbond(_) => WARMUP,
+        _ => BASELINE_LEAD,
+    };
+    let lead = ready
         + if warm.is_some() {
             WARM_LEAD
         } else {
@@ -729,11 +782,10 @@ pub fn run_one(
     let work = env.work.join(format!("{}-{}-{}", scheme, size, rep));
     std::fs::create_dir_all(&work)?;
     let origin = SocketAddr::from((addr::ORIGIN, 80));
-    let _origin = Server::start(&tb.names.origin, move || async move {
-        let l = tokio::net::TcpListener::bind(origin).await?;
+    let _origin = Server::listen(&tb.names.origin, origin, Listen::Tcp, |l| async move {
         http::serve_origin(l).await;
         Ok(())
-    });
+    })?;
     let mut _servers = Vec::new();
     let mut _procs = Procs(Vec::new());
     let client = match scheme.kind {
@@ -793,18 +845,24 @@ pub fn run_one(
                     "subflow",
                 ])?;
             }
-            _servers.push(Server::start(&tb.names.proxy, move || {
-                http::mptcp_relay(relay, origin)
-            }));
+            _servers.push(Server::listen(
+                &tb.names.proxy,
+                relay,
+                Listen::Mptcp,
+                move |l| http::relay(l, origin),
+            )?);
             Client::Via(Via::Mptcp(relay))
         }
         Kind::Combine { chunk } => {
             let mut helpers = Vec::new();
             for (i, pipes) in tb.pipes.iter().enumerate().take(helpers_used) {
                 let agent = SocketAddr::from((addr::pipe(pipes[0]).1, 8081));
-                _servers.push(Server::start(&tb.names.helpers[i], move || {
-                    combine::serve_helper(agent, origin)
-                }));
+                _servers.push(Server::listen(
+                    &tb.names.helpers[i],
+                    agent,
+                    Listen::Tcp,
+                    move |l| combine::serve_helper(l, origin),
+                )?);
                 helpers.push(agent);
             }
             Client::Combine { chunk, helpers }
@@ -835,7 +893,7 @@ pub fn run_one(
         }
     };
     if let Kind::Mpbond(_) = scheme.kind {
-        let took = wait_connected(&tb, helpers_used, sc.dual, WARMUP.saturating_sub(emu_now()))?;
+        let took = wait_connected(&tb, helpers_used, sc.dual, ready.saturating_sub(emu_now()))?;
         tracing::debug!(
             took_s = took.as_secs_f64(),
             emu_s = emu_now().as_secs_f64(),
@@ -843,7 +901,7 @@ pub fn run_one(
         );
     }
     if let Some(w) = warm {
-        wait_until(WARMUP);
+        wait_until(ready);
         let f = in_ns(&tb.names.primary, {
             let client = client.clone();
             move |rt| rt.block_on(fetch_file(client, origin, w))
@@ -858,7 +916,7 @@ pub fn run_one(
             anyhow::bail!(
                 "the warm-up download ended {:.1} s after the start of the lead time, less \
                  than {:?} before the measured download: make workload.warm smaller",
-                (ended.saturating_sub(WARMUP)).as_secs_f64(),
+                (ended.saturating_sub(ready)).as_secs_f64(),
                 WARM_IDLE
             );
         }
@@ -886,7 +944,22 @@ pub fn run_one(
     } else {
         None
     };
-    // Wait for the workload's start time.
+    // Wait for the workload's start time; a set-up that ran past it would start the workload
+    // late against its links' schedule.
+    let set_up = emu_now();
+    tracing::debug!(
+        set_up_s = set_up.as_secs_f64(),
+        lead_s = lead.as_secs_f64(),
+        "the testbed is ready for the workload"
+    );
+    if set_up > lead {
+        return Err(NotReady(format!(
+            "its set-up took {:.3} s of emulator time, past the workload's start at {:.3} s",
+            set_up.as_secs_f64(),
+            lead.as_secs_f64()
+        ))
+        .into());
+    }
     wait_until(lead);
     let start_us = emu_now().as_micros() as u64;
     if let Some(p) = &probe {
@@ -1637,16 +1710,16 @@ mod tests {
         assert!(run_order::<&str>(&[], 5).is_empty());
     }
 
-    /// A run whose daemons were not connected runs again in a fresh scratch directory, up
+    /// A run whose testbed was not ready runs again in a fresh scratch directory, up
     /// to the limit; its last failure is what the caller sees; other errors never repeat.
     #[test]
-    fn only_a_run_that_was_not_connected_runs_again_each_time_in_a_fresh_directory() {
+    fn only_a_run_whose_testbed_was_not_ready_runs_again_each_time_in_a_fresh_directory() {
         let work = Path::new("/scratch/mpbond-0-0");
         let mut dirs = Vec::new();
-        let r = retry_not_connected(work, 3, |d| {
+        let r = retry_not_ready(work, 3, |d| {
             dirs.push(d.to_path_buf());
             if dirs.len() < 3 {
-                Err(NotConnected(format!("try {}", dirs.len())).into())
+                Err(NotReady(format!("try {}", dirs.len())).into())
             } else {
                 Ok(7)
             }
@@ -1658,16 +1731,16 @@ mod tests {
         );
 
         let mut n = 0;
-        let r: anyhow::Result<()> = retry_not_connected(work, 3, |_| {
+        let r: anyhow::Result<()> = retry_not_ready(work, 3, |_| {
             n += 1;
-            Err(NotConnected(format!("try {n}")).into())
+            Err(NotReady(format!("try {n}")).into())
         });
         let e = r.expect_err("three failures are a failure");
         assert_eq!(n, 3);
         assert!(e.to_string().contains("try 3"), "the last failure: {e}");
 
         let mut n = 0;
-        let r: anyhow::Result<()> = retry_not_connected(work, 3, |_| {
+        let r: anyhow::Result<()> = retry_not_ready(work, 3, |_| {
             n += 1;
             anyhow::bail!("the origin did not answer")
         });

@@ -215,6 +215,9 @@ const DEMO: &str = include_str!("../../../../scenarios/demo.toml");
 
 /// Runs `mpbond lab`.
 pub fn run(cmd: LabCmd) -> Result<()> {
+    // The lab's own warnings (a counter it cannot read, a probe it cannot start) go to
+    // stderr; without a subscriber they were dropped. `RUST_LOG` also reaches the daemons.
+    super::daemon::init_logging("warn");
     // Bounds are computed, not measured: no namespaces, no root.
     let cmd = match cmd {
         LabCmd::Bounds(a) => return bounds(a),
