@@ -710,7 +710,8 @@ const READY_ATTEMPTS: usize = 3;
 
 /// [`run_one`], again on a fresh testbed when it was not ready by the workload's start
 /// ([`NotReady`]: a run that measured nothing, as on a machine busy for a moment), at most
-/// `READY_ATTEMPTS` times; any other failure stops at once.
+/// `READY_ATTEMPTS` times, a baseline's attempts after the first with mpbond's longer lead;
+/// any other failure stops at once.
 pub fn run_retrying(
     sc: &Scenario,
     scheme: Scheme,
@@ -718,22 +719,22 @@ pub fn run_retrying(
     rep: usize,
     env: &RunEnv,
 ) -> anyhow::Result<RunResult> {
-    retry_not_ready(&env.work, READY_ATTEMPTS, |work| {
+    retry_not_ready(&env.work, READY_ATTEMPTS, |work, attempt| {
         let env = RunEnv {
             work: work.to_path_buf(),
             ..env.clone()
         };
-        run_one(sc, scheme, size, rep, &env)
+        run_one(sc, scheme, size, rep, &env, attempt)
     })
 }
 
-/// Calls `attempt` with a scratch directory until it returns anything but [`NotReady`],
-/// at most `attempts` times; each retry gets a fresh directory under `work`
-/// (`attempt2`, ...), since a run never overwrites its keys.
+/// Calls `attempt` with a scratch directory and the attempt's number (from 1) until it
+/// returns anything but [`NotReady`], at most `attempts` times; each retry gets a fresh
+/// directory under `work` (`attempt2`, ...), since a run never overwrites its keys.
 fn retry_not_ready<T>(
     work: &Path,
     attempts: usize,
-    mut attempt: impl FnMut(&Path) -> anyhow::Result<T>,
+    mut attempt: impl FnMut(&Path, usize) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let mut n = 1;
     loop {
@@ -742,7 +743,7 @@ fn retry_not_ready<T>(
         } else {
             work.join(format!("attempt{n}"))
         };
-        match attempt(&dir) {
+        match attempt(&dir, n) {
             Err(e) if n < attempts && e.is::<NotReady>() => {
                 eprintln!("lab: {e}; running it again ({n} of {attempts} failed)");
                 n += 1;
@@ -752,22 +753,34 @@ fn retry_not_ready<T>(
     }
 }
 
-/// Runs one workload item: a file of `size` bytes (ignored for bulk).
+/// Emulator time by which `scheme`'s testbed must be ready (the workload's start, unless the
+/// scenario warms the session first): [`WARMUP`] for mpbond's daemons, [`BASELINE_LEAD`]
+/// for a baseline's first attempt and [`WARMUP`] for its later ones, so a set-up that a busy
+/// host slowed past the short lead gets the margin every run had before.
+fn ready_by(scheme: Scheme, attempt: usize) -> Duration {
+    if scheme.is_mpbond() || attempt > 1 {
+        WARMUP
+    } else {
+        BASELINE_LEAD
+    }
+}
+
+/// Runs one workload item: a file of `size` bytes (ignored for bulk). `attempt` counts from
+/// 1: a baseline that was not ready by [`BASELINE_LEAD`] (a set-up slowed by a busy host)
+/// tries again with [`WARMUP`].
 pub fn run_one(
     sc: &Scenario,
     scheme: Scheme,
     size: u64,
     rep: usize,
     env: &RunEnv,
+    attempt: usize,
 ) -> anyhow::Result<RunResult> {
     sc.supports(scheme)?;
     let kind = sc.workload.kind;
     let upload = kind == WorkloadKind::Upload;
     let warm = sc.warm()?;
-    let ready = match scheme.kind {
-        Kind::Mpbond(_) => WARMUP,
-        _ => BASELINE_LEAD,
-    };
+    let ready = ready_by(scheme, attempt);
     let lead = ready
         + if warm.is_some() {
             WARM_LEAD
@@ -1710,14 +1723,34 @@ mod tests {
         assert!(run_order::<&str>(&[], 5).is_empty());
     }
 
+    /// mpbond's daemons always get [`WARMUP`] to connect; a baseline starts at
+    /// [`BASELINE_LEAD`] and, when that was too short, retries with [`WARMUP`].
+    #[test]
+    fn a_baseline_starts_early_and_retries_with_the_longer_lead() {
+        assert!(BASELINE_LEAD < WARMUP);
+        for kind in Scheme::kinds() {
+            let scheme = Scheme::from(kind);
+            let first = ready_by(scheme, 1);
+            if scheme.is_mpbond() {
+                assert_eq!(first, WARMUP, "{scheme}");
+            } else {
+                assert_eq!(first, BASELINE_LEAD, "{scheme}");
+            }
+            assert_eq!(ready_by(scheme, 2), WARMUP, "{scheme}");
+            assert_eq!(ready_by(scheme, 3), WARMUP, "{scheme}");
+        }
+    }
+
     /// A run whose testbed was not ready runs again in a fresh scratch directory, up
     /// to the limit; its last failure is what the caller sees; other errors never repeat.
     #[test]
     fn only_a_run_whose_testbed_was_not_ready_runs_again_each_time_in_a_fresh_directory() {
         let work = Path::new("/scratch/mpbond-0-0");
         let mut dirs = Vec::new();
-        let r = retry_not_ready(work, 3, |d| {
+        let mut numbers = Vec::new();
+        let r = retry_not_ready(work, 3, |d, n| {
             dirs.push(d.to_path_buf());
+            numbers.push(n);
             if dirs.len() < 3 {
                 Err(NotReady(format!("try {}", dirs.len())).into())
             } else {
@@ -1729,9 +1762,10 @@ mod tests {
             dirs,
             [work.into(), work.join("attempt2"), work.join("attempt3")]
         );
+        assert_eq!(numbers, [1, 2, 3]);
 
         let mut n = 0;
-        let r: anyhow::Result<()> = retry_not_ready(work, 3, |_| {
+        let r: anyhow::Result<()> = retry_not_ready(work, 3, |_, _| {
             n += 1;
             Err(NotReady(format!("try {n}")).into())
         });
@@ -1740,7 +1774,7 @@ mod tests {
         assert!(e.to_string().contains("try 3"), "the last failure: {e}");
 
         let mut n = 0;
-        let r: anyhow::Result<()> = retry_not_ready(work, 3, |_| {
+        let r: anyhow::Result<()> = retry_not_ready(work, 3, |_, _| {
             n += 1;
             anyhow::bail!("the origin did not answer")
         });
