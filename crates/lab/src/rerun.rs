@@ -18,6 +18,10 @@
 //! own first attempts, since the steal a batch meets grows with the time it runs, and what a
 //! batch leaves of its earnings carries over to the batches after it. A burst then takes
 //! what its batch and the quiet ones before it earned, never the later batches' shares.
+//! A rerun starts while any of the share is left, and what it takes beyond that is owed,
+//! paid from the next batches' earnings before they spend: a batch whose runs each take
+//! longer than its share (a 50 s video run against 5% of ten minutes, 30 s) can still run
+//! its most stolen run again, and no batch overdraws by more than one run.
 
 use std::time::{Duration, Instant};
 
@@ -39,6 +43,8 @@ pub struct Reruns {
     share: Option<f64>,
     /// Rerun time earned by the batches so far and not yet spent (with a share).
     earned: Duration,
+    /// Rerun time spent beyond what was earned, paid from the next earnings (with a share).
+    owed: Duration,
     /// What the reruns have done so far.
     pub tally: Tally,
 }
@@ -108,6 +114,7 @@ impl Reruns {
             granted: budget,
             share: None,
             earned: Duration::ZERO,
+            owed: Duration::ZERO,
             tally: Tally::default(),
         }
     }
@@ -121,16 +128,21 @@ impl Reruns {
         }
     }
 
-    /// Credits a batch whose first attempts took `first` with its share (no-op without one).
+    /// Credits a batch whose first attempts took `first` with its share (no-op without one),
+    /// after what earlier reruns owe.
     fn earn(&mut self, first: Duration) {
         if let Some(f) = self.share {
-            self.earned += first.mul_f64(f);
+            let credit = first.mul_f64(f);
+            let paid = credit.min(self.owed);
+            self.owed -= paid;
+            self.earned += credit - paid;
         }
     }
 
     /// Why one more rerun may not start for a run whose last attempt took `last`: `None`
-    /// when it may, else what refused it. It must fit in what is left of the budget and of
-    /// the share earned so far, so that neither is overrun by more than one run.
+    /// when it may, else what refused it. It must fit in what is left of the budget, and
+    /// some of the share earned so far must be left (what it takes beyond is owed), so that
+    /// neither is overrun by more than one run.
     fn refusal(&self, last: Duration) -> Option<String> {
         let fits = |left: Duration| !left.is_zero() && left >= last;
         if let Some(b) = self.budget.filter(|&b| !fits(b)) {
@@ -140,11 +152,10 @@ impl Reruns {
                 last.as_secs_f64()
             ));
         }
-        if self.share.is_some() && !fits(self.earned) {
+        if self.share.is_some() && self.earned.is_zero() {
             return Some(format!(
-                "the share earned so far has {:.0} s left, less than the run took ({:.0} s)",
-                self.earned.as_secs_f64(),
-                last.as_secs_f64()
+                "nothing is left of the share earned so far ({:.0} s owed by earlier reruns)",
+                self.owed.as_secs_f64()
             ));
         }
         None
@@ -156,7 +167,10 @@ impl Reruns {
         if let Some(b) = self.budget.as_mut() {
             *b = b.saturating_sub(took);
         }
-        self.earned = self.earned.saturating_sub(took);
+        if self.share.is_some() {
+            self.owed += took.saturating_sub(self.earned);
+            self.earned = self.earned.saturating_sub(took);
+        }
     }
 
     /// The invocation's line on its reruns, for a summary: how many, how long, what is left
@@ -176,8 +190,16 @@ impl Reruns {
             _ => "; no budget".to_string(),
         };
         let share = self.share.map_or(String::new(), |f| {
+            let owed = if self.owed.is_zero() {
+                String::new()
+            } else {
+                format!(
+                    ", {:.0} s owed by reruns beyond it",
+                    self.owed.as_secs_f64()
+                )
+            };
             format!(
-                "; each experiment earning {:.1}% of its first attempts' time, {:.0} s earned and not spent",
+                "; each experiment earning {:.1}% of its first attempts' time, {:.0} s earned and not spent{owed}",
                 100.0 * f,
                 self.earned.as_secs_f64()
             )
@@ -460,12 +482,14 @@ mod tests {
         b
     }
 
-    /// With a share each batch earns that fraction of its first attempts' time: a burst in
-    /// one batch reruns only what its batch earned (the most stolen first), a quiet batch's
-    /// earnings carry over, and a later batch can then afford a run longer than its own
-    /// share; the summary says what is left unspent.
+    /// With a share each batch earns that fraction of its first attempts' time. A burst in
+    /// one batch reruns while its earnings last (the most stolen first), the last rerun
+    /// overdrawing them; the debt is paid from the next batches' earnings before they can
+    /// rerun anything; a batch whose one run is longer than its whole share still reruns it
+    /// once something is left; the summary says what is left and what is owed.
     #[test]
     fn a_share_keeps_a_burst_from_spending_the_later_batches_reruns() {
+        let ms = Duration::from_millis;
         let mut reruns = Reruns::new(1, None).with_share(0.5);
         // Runs a batch and returns the runs asked to run again.
         let go = |reruns: &mut Reruns, b: Vec<Done>, sleep_ms: u64| {
@@ -476,7 +500,7 @@ mod tests {
                 |_| String::new(),
                 |_| String::new(),
                 |i, _| {
-                    std::thread::sleep(Duration::from_millis(sleep_ms));
+                    std::thread::sleep(ms(sleep_ms));
                     here.push(i);
                     Ok(run(0.0, 9.0))
                 },
@@ -484,24 +508,34 @@ mod tests {
             .unwrap();
             here
         };
-        // The burst: three stolen runs of 10 ms earn 15 ms; the most stolen reruns (6 ms or
-        // more), and what is left is less than the 10 ms each of the others took.
-        assert_eq!(go(&mut reruns, timed(&[0.2, 0.3, 0.1], 10), 6), [1]);
-        assert_eq!((reruns.tally.attempts, reruns.tally.refused), (1, 2));
-        let after_burst = reruns.earned;
-        assert!(after_burst < Duration::from_millis(10), "{after_burst:?}");
-        // A quiet batch earns 15 ms and spends nothing.
-        assert!(go(&mut reruns, timed(&[0.0, 0.01, 0.0], 10), 1).is_empty());
-        assert_eq!(reruns.earned, after_burst + Duration::from_millis(15));
-        // A stolen run of 20 ms earns 10 ms of its own, too little alone; with what the
-        // quiet batch left it runs again.
-        assert_eq!(go(&mut reruns, timed(&[0.4], 20), 1), [0]);
+        // The burst: three stolen runs of 100 ms earn 150 ms. The most stolen reruns in 80
+        // ms, the next with the 70 ms left and overdraws; nothing is left for the third.
+        assert_eq!(go(&mut reruns, timed(&[0.2, 0.3, 0.1], 100), 80), [1, 0]);
+        assert_eq!((reruns.tally.attempts, reruns.tally.refused), (2, 1));
+        assert_eq!(reruns.earned, Duration::ZERO);
+        let owed = reruns.owed;
+        assert!(owed >= ms(10) && owed < ms(150), "{owed:?}");
+        // A stolen run of 10 ms earns 5 ms, which goes to the debt: refused.
+        assert!(go(&mut reruns, timed(&[0.4], 10), 1).is_empty());
         assert_eq!(reruns.tally.refused, 2);
+        assert_eq!(reruns.owed, owed - ms(5));
+        // A quiet batch earns 150 ms, pays the rest of the debt and keeps the remainder.
+        assert!(go(&mut reruns, timed(&[0.0, 0.01, 0.0], 100), 1).is_empty());
+        assert_eq!(reruns.owed, Duration::ZERO);
+        assert_eq!(reruns.earned, ms(150) - (owed - ms(5)));
         let line = reruns.summary().unwrap();
         assert!(
             line.contains("each experiment earning 50.0% of its first attempts' time"),
             "{line}"
         );
+
+        // A batch of one long run (a video) earns less than the run took; it still runs
+        // again once, and owes the difference.
+        let mut video = Reruns::new(1, None).with_share(0.05);
+        assert_eq!(go(&mut video, timed(&[0.09], 400), 40), [0]);
+        assert_eq!(video.earned, Duration::ZERO);
+        assert!(video.owed >= ms(20), "{:?}", video.owed);
+        assert!(video.summary().unwrap().contains("owed"));
 
         // Without a share the same burst is first come, first served: all three run again.
         let mut open = Reruns::new(1, Some(Duration::from_secs(60)));
