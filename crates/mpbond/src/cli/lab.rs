@@ -108,9 +108,11 @@ pub struct HostArgs {
     rerun_budget: Option<String>,
     /// With --rerun-stolen, each experiment's share of rerun time, in percent of the wall
     /// time its own runs took (e.g. 5%): its reruns may take what it earned plus what the
-    /// experiments before it earned and left, within --rerun-budget if given. A burst of
-    /// steal in one experiment then cannot spend the later experiments' reruns, as a budget
-    /// alone (first come, first served) lets it.
+    /// experiments before it earned and left, within --rerun-budget if given. A rerun starts
+    /// while any of that is left, and what it takes beyond is owed, paid from the next
+    /// experiments' earnings, so a run longer than its share (a video) can still run again
+    /// once. A burst of steal in one experiment then cannot spend the later experiments'
+    /// reruns, as a budget alone (first come, first served) lets it.
     #[arg(long, value_name = "PERCENT", requires = "rerun_stolen")]
     rerun_share: Option<String>,
 }
